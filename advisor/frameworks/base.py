@@ -1,0 +1,168 @@
+"""The contract every framework backend implements, and the one training protocol they share.
+
+A backend runs inside the trial child, after the parent has put the thread and parallel-library
+environment in place. The child calls, in this order:
+
+1. ``Trainer(config)``: store the config; import nothing heavy yet.
+2. ``configure()``: import the framework, apply in-process thread settings (before the first
+   op), and return what the framework reports back: the thread counts really in force, whether
+   oneDNN is on, and so on. The harness records this as ``threads_applied``.
+3. ``versions()``: library versions for provenance.
+4. ``build(spec, input_shape, num_classes)``: create the model, loss and optimizer; return the
+   framework's own count of trainable parameters (it must equal :func:`advisor.models.param_count`).
+5. For each epoch: ``train_epoch(x, y)`` on data already shuffled by the protocol, returning the
+   mean training loss; the call returns only when the device work is finished. Then
+   ``predict(x_test)`` for the test accuracy.
+6. ``predict`` once more, timed, for inference throughput; ``gpu_peak_memory_mb()``; ``close()``.
+
+:func:`run_protocol` drives that order, so timing, shuffling, evaluation and divergence are
+identical for every framework. It is single-threaded and owns no process state.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from advisor.models import ModelSpec
+from advisor.records import Config
+
+__all__ = ["Trainer", "ProtocolResult", "TrialDiverged", "run_protocol", "batches", "DIVERGENCE_FACTOR"]
+
+# A mean epoch loss above this multiple of chance-level loss (ln C) counts as diverged.
+DIVERGENCE_FACTOR = 10.0
+EVAL_BATCH = 1024
+
+
+class TrialDiverged(Exception):
+    """Raised by the protocol when the loss becomes non-finite or explodes."""
+
+
+class Trainer(abc.ABC):
+    """A framework backend; see the module docstring for the call order."""
+
+    name: str = ""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    @abc.abstractmethod
+    def configure(self) -> dict[str, Any]:
+        """Import the framework, apply thread settings, and report the settings in force."""
+
+    @abc.abstractmethod
+    def versions(self) -> dict[str, str]:
+        """Versions of the framework and the libraries it runs on."""
+
+    @abc.abstractmethod
+    def build(self, spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> int:
+        """Create model, loss and optimizer; return the trainable parameter count."""
+
+    @abc.abstractmethod
+    def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Train one pass over ``x`` (NHWC float32) in mini-batches; return the mean loss."""
+
+    @abc.abstractmethod
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Predicted class labels (int) for ``x``."""
+
+    def gpu_peak_memory_mb(self) -> float | None:
+        """Peak GPU memory of this trial in MiB, or ``None`` on the CPU."""
+        return None
+
+    def close(self) -> None:
+        """Release framework resources."""
+
+
+def batches(n: int, batch_size: int) -> range:
+    """Start offsets of the mini-batches of one epoch (the last one may be short)."""
+    return range(0, n, batch_size)
+
+
+@dataclass
+class ProtocolResult:
+    params: int
+    train_time_s: float
+    eval_time_s: float
+    inference_throughput: float
+    gpu_peak_memory_mb: float | None
+
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _accuracy(trainer: Trainer, x: np.ndarray, y: np.ndarray) -> float:
+    pred = np.asarray(trainer.predict(x)).reshape(-1)
+    return float(np.mean(pred.astype(np.int64) == y.astype(np.int64)))
+
+
+def run_protocol(
+    trainer: Trainer,
+    spec: ModelSpec,
+    *,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    num_classes: int,
+    config: Config,
+    emit: Emit,
+) -> ProtocolResult:
+    """Train and evaluate with the protocol every framework shares.
+
+    Each epoch sees the training set in a fresh order drawn from ``config.seed``; shuffling happens
+    outside the timed region. Test accuracy is measured after every epoch and its time is kept
+    apart from the training time. Inference throughput is measured once at the end.
+
+    Raises:
+        TrialDiverged: When the loss is not finite or exceeds ``DIVERGENCE_FACTOR * ln(classes)``.
+    """
+    input_shape = tuple(int(d) for d in x_train.shape[1:])
+    params = trainer.build(spec, input_shape, num_classes)
+    rng = np.random.default_rng(config.seed)
+    limit = DIVERGENCE_FACTOR * math.log(max(num_classes, 2))
+    train_total = 0.0
+    eval_total = 0.0
+    for epoch in range(1, config.epochs + 1):
+        order = rng.permutation(len(x_train))
+        xs, ys = x_train[order], y_train[order]
+        t0 = time.perf_counter()
+        loss = float(trainer.train_epoch(xs, ys))
+        epoch_time = time.perf_counter() - t0
+        train_total += epoch_time
+        diverged = not math.isfinite(loss) or loss > limit
+        if diverged:
+            acc = float("nan")
+            eval_time = 0.0
+        else:
+            t1 = time.perf_counter()
+            acc = _accuracy(trainer, x_test, y_test)
+            eval_time = time.perf_counter() - t1
+        eval_total += eval_time
+        emit({
+            "event": "epoch",
+            "epoch": epoch,
+            "train_time_s": train_total,
+            "epoch_time_s": epoch_time,
+            "loss": loss if math.isfinite(loss) else None,
+            "test_accuracy": acc if math.isfinite(acc) else None,
+            "eval_time_s": eval_time,
+        })
+        if diverged:
+            raise TrialDiverged(f"loss {loss!r} after epoch {epoch} (limit {limit:.3g})")
+    n = len(x_test)
+    t2 = time.perf_counter()
+    trainer.predict(x_test)
+    infer = time.perf_counter() - t2
+    return ProtocolResult(
+        params=params,
+        train_time_s=train_total,
+        eval_time_s=eval_total,
+        inference_throughput=n / infer if infer > 0 else float("inf"),
+        gpu_peak_memory_mb=trainer.gpu_peak_memory_mb(),
+    )
