@@ -1,0 +1,1 @@
+"""Private implementation of :mod:`advisor.datasets`; import the public names from there."""

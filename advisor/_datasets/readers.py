@@ -1,0 +1,385 @@
+"""Readers for the canonical file formats: IDX (MNIST), CIFAR-10 binary and python, and ``.npz``.
+
+Every reader treats its file as hostile. Sizes a header declares are checked against the real
+file size before anything is allocated, and every defect (a missing file, a wrong magic number,
+a truncated record, a label out of range) raises :class:`~advisor.errors.DatasetFileError` with
+one line that names the file, what is wrong and how to fix it. The readers return ``uint8`` NHWC
+images and integer labels; standardising and subsetting happen in the loader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from advisor.errors import DatasetFileError
+
+__all__ = [
+    "FIX",
+    "file_error",
+    "IdxData",
+    "read_idx",
+    "read_idx_file",
+    "CIFAR_RECORD",
+    "read_cifar_binary",
+    "read_cifar_python",
+    "read_npz",
+    "npz_info",
+]
+
+FIX = "replace it with an intact copy of the dataset (for example `advisor datasets download NAME`)"
+_IDX_DTYPES = {0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
+               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_MAX_IDX_DIMS = 8
+# Deflate cannot expand data by more than about 1032:1, so a gzip file of n bytes holds at most
+# ~1032 n bytes; a header that declares more is lying, and is refused before any allocation.
+_GZIP_MAX_RATIO = 1100
+_CHUNK = 1 << 24
+CIFAR_RECORD = 1 + 32 * 32 * 3
+_NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def file_error(path: str | os.PathLike[str], problem: str, fix: str = FIX) -> DatasetFileError:
+    """One-line error: ``<file>: <what is wrong>; <how to fix it>.``"""
+    return DatasetFileError(" ".join(f"{os.fspath(path)}: {problem}; {fix}.".split()))
+
+
+def _stat_size(path: Path) -> int:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise file_error(path, "the file does not exist",
+                         "check the path, or download the dataset with `advisor datasets download NAME`") from None
+    except OSError as exc:
+        raise file_error(path, f"cannot be read ({exc.strerror or exc})", "check its permissions") from None
+    if not path.is_file():
+        raise file_error(path, "is not a regular file", "point at the file itself, not a folder")
+    return st.st_size
+
+
+# ---------------------------------------------------------------------------------------- IDX
+
+
+@dataclass(frozen=True)
+class IdxData:
+    """An IDX array plus the SHA-256 of its decompressed content (``None`` when not asked for)."""
+
+    array: np.ndarray
+    content_sha256: str | None
+
+
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read an IDX file (MNIST's format), gzipped or not; the compression is detected by content.
+
+    Returns:
+        The array with the declared shape, in native byte order.
+
+    Raises:
+        DatasetFileError: When the file is missing, not IDX, truncated or longer than declared.
+    """
+    return read_idx_file(path).array
+
+
+def _read_exact(stream: BinaryIO, n: int, digest: Any) -> bytes | None:
+    """Read ``n`` bytes in bounded chunks; ``None`` when the stream ends early."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(min(_CHUNK, n - got))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+        if digest is not None:
+            digest.update(chunk)
+    return b"".join(chunks)
+
+
+def read_idx_file(path: str | os.PathLike[str], *, digest: bool = False) -> IdxData:
+    """Like :func:`read_idx`, optionally hashing the decompressed content on the way."""
+    path = Path(path)
+    size = _stat_size(path)
+    hasher = hashlib.sha256() if digest else None
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
+        try:
+            return _parse_idx(path, stream, size, compressed, hasher)
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise file_error(path, f"is not a valid gzip file ({exc})") from None
+        except EOFError:
+            raise file_error(path, "is truncated: its gzip stream ends before the end-of-stream marker") from None
+        finally:
+            if compressed:
+                stream.close()
+
+
+def _parse_idx(path: Path, stream: BinaryIO, size: int, compressed: bool, hasher: Any) -> IdxData:
+    magic = _read_exact(stream, 4, hasher)
+    if magic is None:
+        raise file_error(path, f"is truncated: {size} bytes, too short for an IDX header")
+    if magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES or not 1 <= magic[3] <= _MAX_IDX_DIMS:
+        raise file_error(
+            path, f"is not an IDX file: its magic number is {magic.hex(' ')}, expected 00 00 08 0N "
+            "(unsigned bytes, N dimensions)")
+    dtype, ndim = _IDX_DTYPES[magic[2]], magic[3]
+    header = _read_exact(stream, 4 * ndim, hasher)
+    if header is None:
+        raise file_error(path, f"is truncated inside its header ({ndim} dimensions declared)")
+    dims = tuple(int.from_bytes(header[4 * i: 4 * i + 4], "big") for i in range(ndim))
+    payload = dtype.itemsize
+    for d in dims:
+        payload *= d
+    declared = 4 + 4 * ndim + payload
+    shape_text = "x".join(map(str, dims))
+    if not compressed and declared != size:
+        state = "truncated" if declared > size else "longer than declared"
+        raise file_error(path, f"is {state}: its header declares {shape_text} items ({declared:,} bytes) "
+                               f"but the file holds {size:,} bytes")
+    if compressed and declared > size * _GZIP_MAX_RATIO:
+        raise file_error(path, f"declares {shape_text} items ({declared:,} bytes), more than a gzip file "
+                               f"of {size:,} bytes can hold: the header is corrupt")
+    data = _read_exact(stream, payload, hasher)
+    if data is None:
+        raise file_error(path, f"is truncated: its header declares {shape_text} items ({declared:,} bytes "
+                               "decompressed) but the data ends early")
+    if stream.read(1):
+        raise file_error(path, f"is longer than declared: data continues after the {shape_text} items "
+                               "its header declares")
+    array = np.frombuffer(data, dtype=dtype).reshape(dims)
+    if dtype.byteorder == ">":
+        array = array.astype(dtype.newbyteorder("="))
+    return IdxData(array, hasher.hexdigest() if hasher is not None else None)
+
+
+# ------------------------------------------------------------------------------------ CIFAR-10
+
+
+def _check_cifar_labels(path: Path, labels: np.ndarray) -> None:
+    bad = np.flatnonzero((labels < 0) | (labels > 9))
+    if bad.size:
+        i = int(bad[0])
+        raise file_error(path, f"record {i} has label {int(labels[i])}, but CIFAR-10 labels are 0-9 "
+                               "(is this a CIFAR-100 file?)")
+
+
+def _planes_to_nhwc(pixels: np.ndarray) -> np.ndarray:
+    # Each record is 1,024 red, then 1,024 green, then 1,024 blue bytes, each plane row-major.
+    planes = pixels.reshape(-1, 3, 32 * 32)
+    return np.ascontiguousarray(np.swapaxes(planes, 1, 2)).reshape(-1, 32, 32, 3)
+
+
+def read_cifar_binary(path: str | os.PathLike[str], *, digest: bool = True
+                      ) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Read one CIFAR-10 binary batch (``data_batch_N.bin`` or ``test_batch.bin``).
+
+    Returns:
+        ``(images, labels, sha256)``: images ``(N, 32, 32, 3)`` uint8, labels ``(N,)`` int64 and
+        the SHA-256 of the file (``None`` when ``digest`` is false).
+
+    Raises:
+        DatasetFileError: When the file is missing, empty, not whole records, or has a bad label.
+    """
+    path = Path(path)
+    size = _stat_size(path)
+    if size == 0 or size % CIFAR_RECORD:
+        whole, extra = divmod(size, CIFAR_RECORD)
+        raise file_error(path, f"holds {size:,} bytes, which is not a whole number of {CIFAR_RECORD:,}-byte "
+                               f"records (1 label + 3,072 pixels): {whole} records and {extra} stray bytes, "
+                               "so it is truncated or not a CIFAR-10 binary batch")
+    raw = path.read_bytes()
+    if len(raw) != size:
+        raise file_error(path, "changed size while it was being read", "retry once the file is complete")
+    records = np.frombuffer(raw, dtype=np.uint8).reshape(-1, CIFAR_RECORD)
+    labels = records[:, 0].astype(np.int64)
+    _check_cifar_labels(path, labels)
+    return _planes_to_nhwc(records[:, 1:]), labels, hashlib.sha256(raw).hexdigest() if digest else None
+
+
+def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
+                      ) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Read one CIFAR-10 python-version batch (``data_batch_N`` / ``test_batch`` pickles).
+
+    The pickle goes through a restricted unpickler that builds only numpy numeric arrays and
+    plain builtins; a pickle that names anything else (``os.system``...) is refused.
+
+    Returns:
+        ``(images, labels, sha256)`` as :func:`read_cifar_binary`.
+
+    Raises:
+        DatasetFileError: When the file is missing, unsafe, malformed or not a CIFAR-10 batch.
+    """
+    from advisor._datasets.unpickle import UnsafePickleError, restricted_loads
+
+    path = Path(path)
+    _stat_size(path)
+    raw = path.read_bytes()
+    try:
+        batch = restricted_loads(raw)
+    except UnsafePickleError as exc:
+        raise file_error(path, f"is refused as unsafe: {exc}",
+                         "use the genuine cifar-10-python.tar.gz files or the binary version") from None
+    except MemoryError:
+        raise file_error(path, "is not a CIFAR-10 python batch: it asks for more memory than it holds") from None
+    except Exception as exc:  # a malformed pickle stream raises almost anything
+        raise file_error(path, f"is not a readable pickle ({type(exc).__name__}: {exc})") from None
+    if not isinstance(batch, dict):
+        raise file_error(path, f"is not a CIFAR-10 python batch: it holds a {type(batch).__name__}, not a dict")
+    batch = {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in batch.items()}
+    data, labels = batch.get("data"), batch.get("labels")
+    if data is None or labels is None:
+        hint = " (this looks like CIFAR-100)" if "fine_labels" in batch else ""
+        raise file_error(path, f"is not a CIFAR-10 python batch: it lacks 'data' or 'labels'{hint}")
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+        shape = getattr(data, "shape", None)
+        raise file_error(path, f"is not a CIFAR-10 python batch: 'data' must be a uint8 array of shape "
+                               f"(N, 3072), got {type(data).__name__} {shape}")
+    try:
+        label_array = np.asarray(labels)
+    except Exception:
+        label_array = np.asarray([])
+    if label_array.ndim != 1 or label_array.dtype.kind not in "iu" or len(label_array) != len(data):
+        raise file_error(path, f"is not a CIFAR-10 python batch: 'labels' must be {len(data)} integers")
+    label_array = label_array.astype(np.int64)
+    _check_cifar_labels(path, label_array)
+    return _planes_to_nhwc(data), label_array, hashlib.sha256(raw).hexdigest() if digest else None
+
+
+# ----------------------------------------------------------------------------------------- npz
+
+_NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...) using numeric "
+            "arrays: images (N, H, W) or (N, H, W, C), labels integers 0..C-1")
+
+
+def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Shapes and dtypes of the four arrays, from the member headers only, with size checks."""
+    size = _stat_size(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise file_error(path, f"is not an .npz (zip) file ({exc})", _NPZ_FIX) from None
+    headers = {}
+    with archive:
+        members = {info.filename: info for info in archive.infolist()}
+        missing = [k for k in _NPZ_KEYS if f"{k}.npy" not in members]
+        if missing:
+            raise file_error(path, f"lacks the array(s) {', '.join(missing)}; found "
+                                   f"{', '.join(sorted(members)) or 'nothing'}", _NPZ_FIX)
+        for key in _NPZ_KEYS:
+            info = members[f"{key}.npy"]
+            ratio = _GZIP_MAX_RATIO if info.compress_type != zipfile.ZIP_STORED else 1
+            if info.file_size > max(info.compress_size, 1) * ratio or info.compress_size > size:
+                raise file_error(path, f"member {key} declares {info.file_size:,} bytes, more than it can hold")
+            try:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _fortran, dtype = read_header(member)
+            except Exception as exc:
+                raise file_error(path, f"member {key} has no valid .npy header ({exc})", _NPZ_FIX) from None
+            if dtype.hasobject or dtype.kind not in "biuf":
+                raise file_error(path, f"array {key} has dtype {dtype} (object or non-numeric arrays are "
+                                       "refused: they would need pickle)", _NPZ_FIX)
+            count = dtype.itemsize
+            for d in shape:
+                count *= d
+            if count > info.file_size:
+                raise file_error(path, f"array {key} declares shape {shape} ({count:,} bytes) but its "
+                                       f"member holds {info.file_size:,} bytes: the file is truncated or corrupt")
+            headers[key] = (tuple(shape), dtype)
+    return headers
+
+
+def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+    xs = {k: headers[k][0] for k in ("x_train", "x_test")}
+    for key, shape in xs.items():
+        if len(shape) not in (3, 4) or 0 in shape:
+            raise file_error(path, f"array {key} has shape {shape}; expected (N, H, W) or (N, H, W, C) with "
+                                   "no empty axis", _NPZ_FIX)
+    sample = {k: (s[1:] if len(s) == 4 else (*s[1:], 1)) for k, s in xs.items()}
+    if sample["x_train"] != sample["x_test"]:
+        raise file_error(path, f"x_train samples {sample['x_train']} and x_test samples {sample['x_test']} "
+                               "differ in shape", _NPZ_FIX)
+    for split in ("train", "test"):
+        yshape, ydtype = headers[f"y_{split}"]
+        if len(yshape) != 1 or ydtype.kind not in "iu":
+            raise file_error(path, f"labels y_{split} must be a 1-D integer array, got shape {yshape} dtype "
+                                   f"{ydtype}", _NPZ_FIX)
+        if yshape[0] != xs[f"x_{split}"][0]:
+            raise file_error(path, f"x_{split} has {xs[f'x_{split}'][0]} samples but y_{split} has "
+                                   f"{yshape[0]} labels", _NPZ_FIX)
+
+
+def _load_npz_arrays(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: np.asarray(npz[k]) for k in keys}
+    except ValueError as exc:  # numpy's message for object arrays mentions allow_pickle
+        raise file_error(path, f"cannot be read without pickle ({exc})", _NPZ_FIX) from None
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        raise file_error(path, f"is corrupt ({exc})") from None
+
+
+def _num_classes(path: Path, y_train: np.ndarray, y_test: np.ndarray) -> int:
+    low = min(int(y_train.min()), int(y_test.min()))
+    high = max(int(y_train.max()), int(y_test.max()))
+    if low < 0:
+        raise file_error(path, f"has a negative label ({low}); labels must be integers 0..C-1", _NPZ_FIX)
+    if high < 1:
+        raise file_error(path, "has a single class; a classification dataset needs labels 0..C-1 with C >= 2",
+                         _NPZ_FIX)
+    return high + 1
+
+
+def npz_info(path: Path):  # type: ignore[no-untyped-def]  # -> DatasetInfo (imported lazily: no cycle)
+    """Meta-features of a user ``.npz`` without loading its images."""
+    from advisor._datasets.registry import DatasetInfo
+
+    headers = _npz_headers(path)
+    _check_npz_shapes(path, headers)
+    ys = _load_npz_arrays(path, ("y_train", "y_test"))
+    xshape = headers["x_train"][0]
+    channels = xshape[3] if len(xshape) == 4 else 1
+    return DatasetInfo(
+        name=str(path), input_shape=(xshape[1], xshape[2], channels),
+        num_classes=_num_classes(path, ys["y_train"], ys["y_test"]),
+        train_size=xshape[0], test_size=headers["x_test"][0][0], synthetic=False,
+        source=str(Path(path).resolve()), description="user arrays from an .npz file",
+    )
+
+
+def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Read a user ``.npz`` with ``x_train``, ``y_train``, ``x_test``, ``y_test``.
+
+    Loaded with ``allow_pickle=False``; grey ``(N, H, W)`` images get a channel axis.
+
+    Returns:
+        ``(x_train, y_train, x_test, y_test, num_classes)``: images NHWC in their stored dtype,
+        labels int64.
+
+    Raises:
+        DatasetFileError: For a missing, malformed or object-array file, or bad labels.
+    """
+    path = Path(path)
+    headers = _npz_headers(path)
+    _check_npz_shapes(path, headers)
+    arrays = _load_npz_arrays(path, _NPZ_KEYS)
+    for key in ("x_train", "x_test"):
+        x = arrays[key]
+        if x.ndim == 3:
+            x = x[..., np.newaxis]
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            raise file_error(path, f"array {key} holds NaN or infinite values", _NPZ_FIX)
+        arrays[key] = x
+    classes = _num_classes(path, arrays["y_train"], arrays["y_test"])
+    return (arrays["x_train"], arrays["y_train"].astype(np.int64), arrays["x_test"],
+            arrays["y_test"].astype(np.int64), classes)

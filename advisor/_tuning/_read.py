@@ -1,0 +1,129 @@
+"""Reading studies back: trial counts, Pareto points, study listings. Nothing here writes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from advisor.pareto import OBJECTIVES, ParetoFront, TrialPoint, compute_front
+
+__all__ = ["SPEC_ATTR", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "TrialCounts", "StudyInfo",
+           "count_trials", "study_points", "json_safe"]
+
+SPEC_ATTR = "advisor.spec"
+RESULT_ATTR = "advisor.result"
+STATUS_ATTR = "advisor.status"
+ERROR_ATTR = "advisor.error"
+PRUNE_ATTR = "advisor.pruned_because"
+
+
+def json_safe(obj: Any) -> Any:
+    """Replace NaN and infinities by ``None`` (Optuna stores user attributes as strict JSON)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """Trials of a study by state, counted the way the trial budget counts them.
+
+    ``finished`` is complete + pruned + failed, except failed trials that were retried (a worker
+    died mid-trial; its retry stands in for it). ``retried`` counts those superseded trials.
+    """
+
+    finished: int = 0
+    complete: int = 0
+    pruned: int = 0
+    failed: int = 0
+    running: int = 0
+    waiting: int = 0
+    retried: int = 0
+
+
+def count_trials(trials: Sequence[Any]) -> TrialCounts:
+    """Count FrozenTrials by state (see :class:`TrialCounts`)."""
+    from optuna.trial import TrialState
+
+    superseded = {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+    by: dict[str, int] = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "retried": 0}
+    for t in trials:
+        if t.state == TrialState.FAIL and t.number in superseded:
+            by["retried"] += 1
+        elif t.state == TrialState.COMPLETE:
+            by["complete"] += 1
+        elif t.state == TrialState.PRUNED:
+            by["pruned"] += 1
+        elif t.state == TrialState.FAIL:
+            by["failed"] += 1
+        elif t.state == TrialState.RUNNING:
+            by["running"] += 1
+        elif t.state == TrialState.WAITING:
+            by["waiting"] += 1
+    return TrialCounts(finished=by["complete"] + by["pruned"] + by["failed"], **by)
+
+
+def study_points(trials: Sequence[Any], objectives: Sequence[str]) -> list[TrialPoint]:
+    """The complete trials as Pareto candidates, with provenance from ``advisor.result``."""
+    from optuna.trial import TrialState
+
+    points = []
+    for t in trials:
+        if t.state != TrialState.COMPLETE or t.values is None or len(t.values) != len(objectives):
+            continue
+        result = t.user_attrs.get(RESULT_ATTR) or {}
+        config = result.get("config") or {}
+        points.append(TrialPoint(
+            trial_number=t.number,
+            values={n: float(v) for n, v in zip(objectives, t.values)},
+            params=dict(t.params),
+            framework=str(config.get("framework", "")),
+            status=str(result.get("status", "ok")),
+            hardware_id=str(result.get("hardware_id", "")),
+            dataset_fingerprint=str(result.get("dataset_fingerprint", "")),
+            feasible=all(v <= 0.0 for v in t.constraints.values()),
+        ))
+    return points
+
+
+def front_of(trials: Sequence[Any], objectives: Sequence[str], *, study: str = "",
+             reference: Mapping[str, float] | None = None) -> ParetoFront:
+    """The Pareto front of a study's trials."""
+    return compute_front(study_points(trials, objectives), objectives, reference=reference, study=study)
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """One study of a storage, as ``advisor studies list`` shows it."""
+
+    name: str
+    objectives: tuple[str, ...]
+    n_trials: int | None
+    counts: TrialCounts
+    dataset: str = ""
+    model: str = ""
+    space: str = ""
+    created: str = ""
+    advisor: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "objectives": list(self.objectives), "n_trials": self.n_trials,
+            "counts": self.counts.__dict__.copy(), "dataset": self.dataset, "model": self.model,
+            "space": self.space, "created": self.created, "advisor": self.advisor,
+        }
+
+
+def objectives_of(user_attrs: Mapping[str, Any], n_directions: int) -> tuple[str, ...]:
+    """The objective names of a study (``advisor.spec``), or generic names for foreign studies."""
+    spec = user_attrs.get(SPEC_ATTR) or {}
+    names = tuple(spec.get("objectives") or ())
+    if len(names) == n_directions and all(n in OBJECTIVES for n in names):
+        return names
+    return tuple(f"objective_{i}" for i in range(n_directions))

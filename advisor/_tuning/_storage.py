@@ -1,0 +1,104 @@
+"""Storage URLs and study names: validation, masking and opening Optuna's RDB storage."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import InvalidParameterError, StorageError, invalid_parameter
+
+__all__ = ["DEFAULT_STORAGE", "mask_url", "validate_storage_url", "validate_study_name", "open_storage"]
+
+DEFAULT_STORAGE = "sqlite:///advisor.db"
+_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg2", "postgresql+psycopg")
+DEFAULT_HEARTBEAT_S = 10
+DEFAULT_GRACE_S = 60
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for messages and summaries)."""
+    return re.sub(r"(://[^/:@]*:)[^@/]*@", r"\1***@", url)
+
+
+def validate_study_name(name: Any) -> str:
+    """A study name is printable text of 1 to 128 characters.
+
+    Raises:
+        InvalidParameterError: Otherwise.
+    """
+    if not isinstance(name, str) or not 1 <= len(name) <= 128 or not name.isprintable():
+        shown = name if not isinstance(name, str) else name[:40] + ("..." if len(name) > 40 else "")
+        raise invalid_parameter("study", "the study", "printable text of 1 to 128 characters", shown)
+    return name
+
+
+def validate_storage_url(url: Any) -> str:
+    """Check the scheme of a storage URL (``sqlite:///path`` or ``postgresql://...``).
+
+    Raises:
+        InvalidParameterError: On anything else, with the password masked.
+    """
+    accepted = "a URL such as sqlite:///advisor.db or postgresql://user@host:5432/db"
+    if not isinstance(url, str) or "://" not in url:
+        raise invalid_parameter("storage", "the study", accepted, url)
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in _SCHEMES:
+        raise invalid_parameter("storage", "the study", accepted, mask_url(url))
+    if scheme == "sqlite":
+        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
+        if path is None:
+            raise invalid_parameter("storage", "the study", accepted + " (three slashes)", url)
+        if path and path != ":memory:" and not Path(path).parent.exists():
+            raise StorageError(f"Cannot open storage {url}: the folder {str(Path(path).parent)!r} does not exist.")
+    return url
+
+
+def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT_S,
+                 grace_period: int | None = DEFAULT_GRACE_S) -> Any:
+    """Open an Optuna ``RDBStorage`` with heartbeats and retry of stale trials.
+
+    A worker that dies mid-trial stops sending heartbeats; after ``grace_period`` seconds the next
+    worker that starts a trial marks it failed and enqueues a retry
+    (:class:`optuna.storages.RetryHeartbeatStaleTrialCallback`, the non-deprecated name of
+    ``RetryFailedTrialCallback``).
+
+    Args:
+        url: ``sqlite:///path`` or ``postgresql://...``.
+        heartbeat_interval: Seconds between heartbeats of a running trial; ``None`` disables them.
+        grace_period: Seconds without a heartbeat after which a trial is stale.
+
+    Raises:
+        StorageError: When the database cannot be reached or opened.
+        MissingDependencyError: When PostgreSQL is asked for and psycopg2 is missing.
+    """
+    import optuna
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    from advisor._imports import try_import
+
+    validate_storage_url(url)
+    scheme = url.split("://", 1)[0].lower()
+    if scheme.startswith("postgresql"):
+        try_import("psycopg2" if scheme != "postgresql+psycopg" else "psycopg", feature="a PostgreSQL storage")
+        engine_kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    else:
+        # Several local workers share one SQLite file: wait for the lock instead of failing.
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+    kwargs: dict[str, Any] = {}
+    if heartbeat_interval is not None:
+        kwargs = {
+            "heartbeat_interval": int(heartbeat_interval),
+            "grace_period": int(grace_period or DEFAULT_GRACE_S),
+            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
+        }
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+    except (InvalidParameterError, ImportError):
+        raise
+    except Exception as exc:  # sqlalchemy's OperationalError and friends
+        first = " ".join(str(exc).split())[:300]
+        raise StorageError(f"Cannot open storage {mask_url(url)}: {first}") from None

@@ -1,0 +1,328 @@
+"""The study: its stored specification, the objective, and one worker's trial loop."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from advisor import __version__
+from advisor._tuning._early_stopping import EarlyStopping, optimistic_point, prune_decision
+from advisor._tuning._read import (
+    ERROR_ATTR, PRUNE_ATTR, RESULT_ATTR, SPEC_ATTR, STATUS_ATTR, TrialCounts, count_trials, front_of,
+    json_safe,
+)
+from advisor._tuning._samplers import make_sampler
+from advisor.errors import InvalidParameterError, StorageError
+from advisor.pareto import OBJECTIVES, Constraint, ParetoFront, parse_constraint
+from advisor.records import EpochRecord, Workload
+from advisor.space import SearchSpace, combined_space, space_from_document
+
+__all__ = ["StudySpec", "StudyProgress", "StudySummary", "worker_loop", "sigterm_as_interrupt"]
+
+logger = logging.getLogger("advisor.tuning")
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What a study is, stored as the study user attribute ``advisor.spec`` when it is created, so
+    a worker needs only the study name and the storage URL."""
+
+    workload: Workload
+    space: Mapping[str, Any]  # {"name": ..., "document": ...}; see SearchSpace.document
+    objectives: tuple[str, ...]
+    n_trials: int
+    constraints: tuple[str, ...] = ()
+    sampler: str = "tpe"
+    seed: int = 0
+    wall_time_s: float | None = None
+    memory_mb: float | None = None
+    early_stopping: Mapping[str, Any] | None = None
+    heartbeat_interval: int = 10
+    grace_period: int = 60
+    advisor_version: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe({
+            "workload": self.workload.to_dict(), "space": dict(self.space),
+            "objectives": list(self.objectives), "n_trials": self.n_trials,
+            "constraints": list(self.constraints), "sampler": self.sampler, "seed": self.seed,
+            "wall_time_s": self.wall_time_s, "memory_mb": self.memory_mb,
+            "early_stopping": dict(self.early_stopping) if self.early_stopping else None,
+            "heartbeat_interval": self.heartbeat_interval, "grace_period": self.grace_period,
+            "advisor_version": self.advisor_version,
+        })
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StudySpec":
+        data = dict(data)
+        data["workload"] = Workload.from_dict(data["workload"])
+        data["objectives"] = tuple(data["objectives"])
+        data["constraints"] = tuple(data.get("constraints", ()))
+        return cls(**data)
+
+    def build_space(self, *, cores: int | None) -> SearchSpace:
+        """The search space, with ``${cores}`` resolved for the cores this worker has."""
+        doc = self.space["document"]
+        if "combined" in doc:
+            return combined_space(doc["combined"]["frameworks"], doc["combined"]["target"], cores=cores)
+        return space_from_document(doc, name=self.space["name"], cores=cores,
+                                   source=str(self.space.get("source", "")))
+
+    def parsed_constraints(self) -> list[Constraint]:
+        return [parse_constraint(c) for c in self.constraints]
+
+    def stopping(self) -> EarlyStopping | None:
+        return EarlyStopping(**self.early_stopping) if self.early_stopping else None
+
+    def same_study_as(self, other: "StudySpec") -> str | None:
+        """The first defining difference (workload, space, objectives, constraints), or ``None``."""
+        if self.workload != other.workload:
+            return "workload"
+        if json_safe(dict(self.space)) != json_safe(dict(other.space)):
+            return "search space"
+        if self.objectives != other.objectives:
+            return "objectives"
+        if sorted(self.constraints) != sorted(other.constraints):
+            return "constraints"
+        return None
+
+
+@dataclass(frozen=True)
+class StudyProgress:
+    """Where a study stands (passed to the progress callback)."""
+
+    study: str
+    n_trials: int
+    counts: TrialCounts
+    front_size: int
+    hypervolume: float
+    last: str = ""
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """What :func:`advisor.tuning.run_study` returns."""
+
+    study: str
+    storage: str
+    n_trials: int
+    counts: TrialCounts
+    front: ParetoFront
+    sampler: str
+    workers: int
+    elapsed_s: float
+    interrupted: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe({
+            "study": self.study, "storage": self.storage, "n_trials": self.n_trials,
+            "counts": self.counts.__dict__.copy(), "sampler": self.sampler, "workers": self.workers,
+            "elapsed_s": self.elapsed_s, "interrupted": self.interrupted, "notes": list(self.notes),
+            "pareto": self.front.to_dict(),
+        })
+
+
+class _TrialFailed(Exception):
+    """Raised by the objective so Optuna records FAIL; the status is in the user attributes."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the duration (main thread only), so a terminated
+    worker records its running trial as failed and keeps everything already finished."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def progress_of(study: Any, spec: StudySpec, *, last: str = "") -> StudyProgress:
+    trials = study.get_trials(deepcopy=False)
+    front = front_of(trials, spec.objectives, study=study.study_name)
+    return StudyProgress(study=study.study_name, n_trials=spec.n_trials, counts=count_trials(trials),
+                         front_size=len(front.points), hypervolume=front.hypervolume, last=last)
+
+
+def read_spec(study: Any) -> StudySpec:
+    data = study.user_attrs.get(SPEC_ATTR)
+    if not data:
+        raise StorageError(f"Study {study.study_name!r} was not created by 'advisor tune' (it has no "
+                           f"{SPEC_ATTR!r} attribute): tune it with a new --study name.")
+    return StudySpec.from_dict(data)
+
+
+def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
+    """Suggest every active parameter of ``space`` through the trial (define-by-run)."""
+    chosen: dict[str, Any] = {}
+    for p in space.params:
+        if not p.is_active(chosen):
+            continue
+        if p.type == "categorical":
+            chosen[p.name] = trial.suggest_categorical(p.name, list(p.choices))
+        elif p.type == "int":
+            chosen[p.name] = trial.suggest_int(p.name, int(p.low), int(p.high), log=p.log,  # type: ignore[arg-type]
+                                               step=int(p.step or 1))
+        else:
+            chosen[p.name] = trial.suggest_float(p.name, float(p.low), float(p.high), log=p.log,  # type: ignore[arg-type]
+                                                 step=p.step)
+    return chosen
+
+
+def _objective_values(result: Any, objectives: Sequence[str]) -> list[float] | None:
+    values = [getattr(result, OBJECTIVES[n].field) for n in objectives]
+    if any(v is None or not math.isfinite(float(v)) for v in values):
+        return None
+    return [float(v) for v in values]
+
+
+def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] | None,
+                   workdir: str | Path | None, worker: str) -> Callable[[Any], list[float]]:
+    """The Optuna objective: one harness trial, its result stored, its outcome turned into a state."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from advisor.harness import Limits, run_trial
+
+    constraints = spec.parsed_constraints()
+    stopping = spec.stopping()
+    limits = Limits(wall_time_s=spec.wall_time_s, memory_mb=spec.memory_mb)
+
+    def objective(trial: Any) -> list[float]:
+        trial.set_user_attr("advisor.worker", worker)
+        params = suggest(trial, space)
+        try:
+            config = space.to_config(params, seed=spec.seed)
+        except (ValueError, TypeError) as exc:
+            trial.set_user_attr(STATUS_ATTR, "failed")
+            trial.set_user_attr(ERROR_ATTR, f"invalid config: {exc}")
+            raise _TrialFailed(f"invalid config: {exc}") from None
+
+        on_epoch = None
+        if stopping is not None:
+            done = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            front = [p.values for p in front_of(done, spec.objectives).points]
+            curve: list[EpochRecord] = []
+
+            def on_epoch(record: EpochRecord) -> bool:
+                curve.append(record)
+                point = optimistic_point(
+                    epochs_done=record.epoch, epochs_total=config.epochs,
+                    train_time_s=record.train_time_s, epoch_times=[r.epoch_time_s for r in curve],
+                    accuracies=[r.test_accuracy for r in curve],
+                    peak_memory_mb=getattr(record, "peak_memory_mb", None), settings=stopping)
+                if record.epoch >= config.epochs:
+                    return True
+                reason = prune_decision(point, objectives=spec.objectives, front=front,
+                                        n_completed=len(done), constraints=constraints, settings=stopping)
+                if reason is not None:
+                    trial.set_user_attr(PRUNE_ATTR, f"after epoch {record.epoch}: {reason}")
+                    return False
+                return True
+
+        granted = list(cores)[: config.threads] if cores else None
+        try:
+            result = run_trial(spec.workload, config, limits=limits, cores=granted, workdir=workdir,
+                               study=trial.study.study_name, trial_number=trial.number, on_epoch=on_epoch)
+        except KeyboardInterrupt:
+            trial.set_user_attr(STATUS_ATTR, "failed")
+            trial.set_user_attr(ERROR_ATTR, "interrupted: the study was stopped during this trial")
+            raise
+        trial.set_user_attr(RESULT_ATTR, json_safe(result.to_dict()))
+        trial.set_user_attr(STATUS_ATTR, result.status)
+        if result.error:
+            trial.set_user_attr(ERROR_ATTR, str(result.error)[:2000])
+        if result.status == "pruned":
+            raise optuna.TrialPruned(trial.user_attrs.get(PRUNE_ATTR, "pruned"))
+        values = _objective_values(result, spec.objectives) if result.status == "ok" else None
+        if values is None:
+            if result.status == "ok":
+                trial.set_user_attr(STATUS_ATTR, "failed")
+                trial.set_user_attr(ERROR_ATTR, "the trial reported no value for an objective")
+            raise _TrialFailed(trial.user_attrs.get(STATUS_ATTR, result.status))
+        by_name = dict(zip(spec.objectives, values))
+        for c in constraints:
+            value = by_name.get(c.objective)
+            if value is None:
+                value = _objective_values(result, [c.objective])[0]  # type: ignore[index]
+            trial.set_constraint(c.text, c.violation(value))
+        return values
+
+    return objective
+
+
+def worker_loop(
+    study: Any, *, space: SearchSpace, cores: Sequence[int] | None, seed: int | None,
+    deadline: float | None, workdir: str | Path | None, worker: str, parallel: bool,
+    progress: Callable[[StudyProgress], None] | None = None,
+) -> bool:
+    """Run trials until the study has its ``n_trials`` finished trials or the deadline passes.
+
+    The budget is read from the study each time, so a resumed study with a larger ``--trials``
+    lets running workers go on. When the remaining budget is covered by trials running elsewhere,
+    the worker waits instead of leaving: if one of those workers dies, its trial goes stale, is
+    retried, and this worker runs the retry.
+
+    Returns:
+        ``True`` when interrupted (KeyboardInterrupt or SIGTERM).
+    """
+    import optuna
+
+    sampler_name = ""
+    sampler = None
+    last = ""
+    while True:
+        spec = read_spec(study)
+        if sampler is None or sampler_name != spec.sampler:
+            sampler_name = spec.sampler
+            sampler = make_sampler(spec.sampler, n_objectives=len(spec.objectives),
+                                   n_trials=spec.n_trials, seed=seed, parallel=parallel)
+            study.sampler = sampler
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        counts = count_trials(study.get_trials(deepcopy=False))
+        if counts.finished >= spec.n_trials:
+            return False
+        if counts.finished + counts.running >= spec.n_trials:
+            time.sleep(POLL_S)
+            continue
+        objective = make_objective(spec, space, cores=cores, workdir=workdir, worker=worker)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.optimize(objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+        except KeyboardInterrupt:
+            return True
+        done = study.get_trials(deepcopy=False)[-1:]
+        if done:
+            t = done[0]
+            last = f"trial {t.number}: {t.user_attrs.get(STATUS_ATTR, t.state.name.lower())}"
+        if progress is not None:
+            progress(progress_of(study, spec, last=last))
+
+
+def check_budget(n_trials: Any) -> int:
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+        raise InvalidParameterError(f"The 'n_trials' parameter of run_study must be an integer >= 1. "
+                                    f"Got {n_trials!r} instead.")
+    return n_trials

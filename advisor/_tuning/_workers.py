@@ -1,0 +1,123 @@
+"""Local worker processes on disjoint CPU sets, and the worker entry point.
+
+``run_study(workers=N)`` starts N processes ``python -m advisor._tuning._workers JSON`` (an argv
+list, never a shell); each one calls :func:`advisor.tuning.run_worker` on its own slice of the
+CPU affinity set, so trials running side by side do not share cores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from advisor.errors import InvalidParameterError
+
+__all__ = ["split_cores", "run_local_workers"]
+
+logger = logging.getLogger("advisor.tuning")
+
+
+def split_cores(affinity: Sequence[int], n: int) -> list[list[int]]:
+    """Split the affinity set into ``n`` disjoint, contiguous, near-equal slices.
+
+    Raises:
+        InvalidParameterError: When there are fewer CPUs than workers.
+    """
+    cpus = sorted(affinity)
+    if n < 1 or n > len(cpus):
+        raise InvalidParameterError(
+            f"The 'workers' parameter of run_study must be between 1 and the {len(cpus)} CPUs this "
+            f"process may use (each worker gets its own cores). Got {n!r} instead.")
+    size, extra = divmod(len(cpus), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(cpus[start:end])
+        start = end
+    return out
+
+
+def run_local_workers(
+    *, study_name: str, storage: str, chunks: Sequence[Sequence[int]], seed: int,
+    timeout: float | None, workdir: str | Path | None, poll: Callable[[], None] | None,
+) -> tuple[bool, list[str]]:
+    """Start one worker process per CPU slice and wait for all of them.
+
+    Args:
+        study_name: The (existing) study.
+        storage: Its storage URL.
+        chunks: One CPU slice per worker.
+        seed: Base sampler seed; worker ``i`` uses ``seed + i``.
+        timeout: Seconds after which workers start no new trial.
+        workdir: Folder for trial folders.
+        poll: Called about once a second while the workers run (progress display).
+
+    Returns:
+        ``(interrupted, notes)``: notes name the log of any worker that exited with an error.
+    """
+    log_dir = Path(tempfile.mkdtemp(prefix="advisor-workers-"))
+    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+    interrupted = False
+    try:
+        for i, cores in enumerate(chunks):
+            args = {"study_name": study_name, "storage": storage, "cores": list(cores),
+                    "seed": seed + i, "timeout": timeout, "worker": f"local-{i}",
+                    "workdir": None if workdir is None else str(workdir)}
+            log = log_dir / f"worker-{i}.log"
+            with open(log, "wb") as fh:
+                proc = subprocess.Popen([sys.executable, "-m", "advisor._tuning._workers", json.dumps(args)],
+                                        stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                        start_new_session=True)  # ^C reaches them once, from us
+            procs.append((proc, log))
+        while any(p.poll() is None for p, _ in procs):
+            if poll is not None:
+                poll()
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        interrupted = True
+        for p, _ in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30
+        for p, _ in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    notes = []
+    for i, (p, log) in enumerate(procs):
+        if p.returncode not in (0, 130) and not interrupted:
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            notes.append(f"worker {i} exited with code {p.returncode} ({tail[0] if tail else 'no output'}); log: {log}")
+        interrupted = interrupted or p.returncode == 130
+    return interrupted, notes
+
+
+def _main(argv: list[str]) -> int:
+    from advisor.errors import AdvisorError
+    from advisor.tuning import run_worker
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    args = json.loads(argv[0])
+    try:
+        summary = run_worker(study_name=args["study_name"], storage=args["storage"], cores=args["cores"],
+                             seed=args["seed"], timeout=args["timeout"], workdir=args["workdir"],
+                             worker=args["worker"])
+    except AdvisorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 130 if summary.interrupted else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,255 @@
+"""TensorFlow 2 / Keras 3 backend.
+
+The parent puts ``TF_ENABLE_ONEDNN_OPTS``, ``TF_CPP_MIN_LOG_LEVEL`` and ``CUDA_VISIBLE_DEVICES``
+into the child's environment before anything imports TensorFlow; :meth:`TensorFlowTrainer.configure`
+then imports it and sets the in-process thread pools before the first op runs.
+
+Training uses one compiled ``tf.function`` step (optionally XLA-compiled) called once per
+mini-batch. Nothing is traced ahead of time: the first epoch pays the tracing (and XLA compile)
+cost, as a user of the framework would.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+from typing import Any
+
+import numpy as np
+
+from advisor._imports import try_import
+from advisor.errors import DeviceError
+from advisor.frameworks.base import EVAL_BATCH, Trainer
+from advisor.models import ModelSpec
+from advisor.records import Config
+
+__all__ = ["TensorFlowTrainer"]
+
+_LOG = logging.getLogger(__name__)
+
+
+def _onednn_state() -> tuple[bool, str]:
+    """Whether TF's oneDNN custom ops are on, and where that comes from.
+
+    TensorFlow reads ``TF_ENABLE_ONEDNN_OPTS`` once, at import. When it is unset, TF >= 2.9 turns
+    oneDNN on for x86 Linux builds and leaves it off elsewhere.
+    """
+    raw = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    if raw is None:
+        on = platform.system() == "Linux" and platform.machine().lower() in ("x86_64", "amd64")
+        return on, "default (TF_ENABLE_ONEDNN_OPTS unset)"
+    return raw.strip().lower() in ("1", "true", "yes", "on"), f"TF_ENABLE_ONEDNN_OPTS={raw}"
+
+
+class TensorFlowTrainer(Trainer):
+    """Trains a spec from :mod:`advisor.models` with Keras 3 on the TensorFlow backend."""
+
+    name = "tensorflow"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self._tf: Any = None
+        self._keras: Any = None
+        self._device = "/CPU:0"
+        self._gpu_name: str | None = None
+        self._mixed = False
+        self.model_: Any = None
+        self.optimizer_: Any = None
+        self._train_step: Any = None
+        self._predict_step: Any = None
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def configure(self) -> dict[str, Any]:
+        tf = try_import("tensorflow", feature="The tensorflow backend")
+        self._tf = tf
+        self._keras = try_import("keras", feature="The tensorflow backend")
+        cfg = self.config
+        threading = tf.config.threading
+        try:
+            threading.set_intra_op_parallelism_threads(cfg.threads)
+            threading.set_inter_op_parallelism_threads(cfg.inter_op_threads)
+        except RuntimeError as exc:
+            # Only possible when TF already ran an op in this process (never in a trial child,
+            # which configures first). Keep going and report the pools really in force.
+            _LOG.warning("TensorFlow thread pools already fixed in this process: %s", exc)
+        if cfg.is_cuda:
+            index = int(cfg.device.split(":")[1]) if ":" in cfg.device else 0
+            gpus = tf.config.list_physical_devices("GPU")
+            if len(gpus) <= index:
+                raise DeviceError(
+                    f"CUDA device {cfg.device!r} requested but tensorflow sees no GPU: "
+                    f"tf.config.list_physical_devices('GPU') lists {len(gpus)} device(s) "
+                    f"(is_cuda_build={tf.sysconfig.get_build_info().get('is_cuda_build', False)})."
+                )
+            for gpu in gpus:
+                try:
+                    tf.config.experimental.set_memory_growth(gpu, True)
+                except RuntimeError as exc:  # the runtime is already up in this process
+                    _LOG.warning("Could not turn on GPU memory growth: %s", exc)
+            self._device = f"/GPU:{index}"
+            self._gpu_name = f"GPU:{index}"
+            self._mixed = bool(cfg.mixed_precision)
+        self._keras.utils.set_random_seed(cfg.seed)
+        onednn, onednn_source = _onednn_state()
+        return {
+            "intra_op_threads": int(threading.get_intra_op_parallelism_threads()),
+            "inter_op_threads": int(threading.get_inter_op_parallelism_threads()),
+            "onednn": onednn,
+            "onednn_source": onednn_source,
+            "xla": bool(cfg.xla),
+            "device": self._device,
+            "mixed_precision": self._mixed,
+        }
+
+    def versions(self) -> dict[str, str]:
+        tf = self._tf or try_import("tensorflow", feature="The tensorflow backend")
+        keras = self._keras or try_import("keras", feature="The tensorflow backend")
+        info = dict(tf.sysconfig.get_build_info())
+        out = {
+            "tensorflow": str(tf.__version__),
+            "keras": str(keras.__version__),
+            "cuda_build": str(bool(info.get("is_cuda_build", False))).lower(),
+        }
+        for key in ("cuda_version", "cudnn_version"):
+            if info.get(key):
+                out[key] = str(info[key])
+        try:  # private, but the only place TF says whether it was built with oneDNN
+            from tensorflow.python.util import _pywrap_util_port
+
+            out["onednn_build"] = str(bool(_pywrap_util_port.IsMklEnabled())).lower()
+        except (ImportError, AttributeError):
+            pass
+        return out
+
+    # -- model ---------------------------------------------------------------------------------
+
+    def build(self, spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> int:
+        tf, keras = self._tf, self._keras
+        if tf is None:
+            raise RuntimeError("TensorFlowTrainer.configure() must run before build().")
+        cfg = self.config
+        layers = keras.layers
+        # torch's weight_decay (SGD, momentum and Adam alike) adds wd * w to the gradient of every
+        # parameter, biases included. Keras' optimizer weight_decay is decoupled (AdamW-style, and
+        # outside the momentum buffer), so it would not match; an L2 penalty of wd/2 * ||w||^2 on
+        # kernels and biases has exactly the gradient wd * w.
+        reg = keras.regularizers.L2(cfg.weight_decay / 2.0) if cfg.weight_decay > 0 else None
+        dtype = "mixed_float16" if self._mixed else "float32"
+        resolved = spec.resolved_layers(num_classes)
+        stack: list[Any] = [keras.Input(shape=tuple(input_shape), dtype="float32")]
+        for i, layer in enumerate(resolved):
+            # The classifier computes in float32 so the softmax cross-entropy is stable.
+            ldtype = "float32" if i == len(resolved) - 1 else dtype
+            if layer.kind == "conv":
+                stack.append(layers.Conv2D(
+                    layer.units, layer.kernel, strides=1, padding="same", activation=layer.activation,
+                    use_bias=True, kernel_regularizer=reg, bias_regularizer=reg, dtype=ldtype,
+                ))
+            elif layer.kind == "maxpool":
+                stack.append(layers.MaxPooling2D(pool_size=2, strides=2, dtype=ldtype))
+            elif layer.kind == "avgpool":
+                stack.append(layers.AveragePooling2D(pool_size=2, strides=2, dtype=ldtype))
+            elif layer.kind == "flatten":
+                stack.append(layers.Flatten(dtype=ldtype))
+            else:
+                stack.append(layers.Dense(
+                    layer.units, activation=layer.activation, kernel_regularizer=reg,
+                    bias_regularizer=reg, dtype=ldtype,
+                ))
+        with tf.device(self._device):
+            model = keras.Sequential(stack, name=spec.name)
+            optimizer = self._make_optimizer()
+            optimizer.build(model.trainable_variables)
+        self.model_, self.optimizer_ = model, optimizer
+        self._train_step = self._make_train_step(input_shape)
+        self._predict_step = self._make_predict_step(input_shape)
+        return int(model.count_params())
+
+    def _make_optimizer(self) -> Any:
+        keras, cfg = self._keras, self.config
+        if cfg.optimizer == "adam":
+            # epsilon as torch.optim.Adam (Keras defaults to 1e-7), so one config means one
+            # algorithm on every backend.
+            opt = keras.optimizers.Adam(learning_rate=cfg.learning_rate, epsilon=1e-8)
+        elif cfg.optimizer == "momentum":
+            opt = keras.optimizers.SGD(learning_rate=cfg.learning_rate, momentum=cfg.momentum)
+        else:
+            opt = keras.optimizers.SGD(learning_rate=cfg.learning_rate)
+        return keras.optimizers.LossScaleOptimizer(opt) if self._mixed else opt
+
+    def _make_train_step(self, input_shape: tuple[int, ...]) -> Any:
+        tf, keras = self._tf, self._keras
+        model, optimizer, mixed = self.model_, self.optimizer_, self._mixed
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        regularized = self.config.weight_decay > 0
+        signature = [
+            tf.TensorSpec([None, *input_shape], tf.float32),
+            tf.TensorSpec([None], tf.int64),
+        ]
+
+        def step(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss = loss_fn(y, logits)
+                # The reported loss is the data loss alone, as on the other backends.
+                total = loss + tf.add_n(model.losses) if regularized else loss
+                if mixed:
+                    total = optimizer.scale_loss(total)
+            grads = tape.gradient(total, model.trainable_variables)
+            optimizer.apply(grads, model.trainable_variables)
+            return loss
+
+        return tf.function(step, input_signature=signature, jit_compile=bool(self.config.xla))
+
+    def _make_predict_step(self, input_shape: tuple[int, ...]) -> Any:
+        tf, model = self._tf, self.model_
+
+        def forward(x: Any) -> Any:
+            return tf.argmax(model(x, training=False), axis=-1, output_type=tf.int64)
+
+        signature = [tf.TensorSpec([None, *input_shape], tf.float32)]
+        return tf.function(forward, input_signature=signature, jit_compile=bool(self.config.xla))
+
+    # -- training ------------------------------------------------------------------------------
+
+    def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
+        tf = self._tf
+        bs = self.config.batch_size
+        n = len(x)
+        losses, sizes = [], []
+        with tf.device(self._device):
+            # One host-to-device copy per epoch; the slices below stay on the device.
+            xt = tf.convert_to_tensor(np.asarray(x, dtype=np.float32))
+            yt = tf.convert_to_tensor(np.asarray(y, dtype=np.int64))
+            for start in range(0, n, bs):
+                stop = min(start + bs, n)
+                loss = self._train_step(xt[start:stop], yt[start:stop])
+                losses.append(loss)
+                sizes.append(stop - start)
+            # One device-to-host read per epoch; reading a variable updated by the last step
+            # waits for the device to finish.
+            values = tf.stack(losses).numpy().astype(np.float64) if losses else np.zeros(0)
+            self.model_.trainable_variables[-1].numpy()
+        return float(np.dot(values, sizes) / max(n, 1))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        tf = self._tf
+        out = []
+        with tf.device(self._device):
+            for start in range(0, len(x), EVAL_BATCH):
+                chunk = tf.convert_to_tensor(np.asarray(x[start:start + EVAL_BATCH], dtype=np.float32))
+                out.append(self._predict_step(chunk).numpy())
+        return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+    def gpu_peak_memory_mb(self) -> float | None:
+        if self._gpu_name is None or self._tf is None:
+            return None
+        info = self._tf.config.experimental.get_memory_info(self._gpu_name)
+        return float(info["peak"]) / 2**20
+
+    def close(self) -> None:
+        if self._keras is not None:
+            self._keras.backend.clear_session()
+        self.model_ = self.optimizer_ = self._train_step = self._predict_step = None

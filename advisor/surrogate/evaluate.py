@@ -1,0 +1,279 @@
+"""How good the surrogate is: grouped cross-validation, and the model card that publishes it.
+
+Every scheme holds out whole groups, so the figures say how well the models transfer, not how
+well they interpolate between near-identical trials:
+
+- ``leave-one-dataset-out``: train without a dataset, predict it;
+- ``leave-one-train-size-out``: train without a training-set size, predict it;
+- ``leave-one-hardware-out``: train without a device kind / hardware profile (only when the table
+  holds at least two);
+- ``random-5-fold``: the optimistic baseline.
+
+Figures per objective and scheme, pooled over the held-out predictions: Spearman's rho between
+predicted median and measured value, MAPE (time and memory) or MAE (accuracy), and the coverage
+of the 10-90% band (0.8 when the band is calibrated).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from advisor.surrogate.features import FeatureSchema, schema_from_columns
+from advisor.surrogate.model import (
+    DEFAULT_ROUNDS,
+    LOG_OBJECTIVES,
+    MIN_ROWS,
+    OBJECTIVES,
+    fit,
+    training_columns,
+)
+
+__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "evaluate", "model_card"]
+
+SCHEMES = ("leave-one-dataset-out", "leave-one-train-size-out", "leave-one-hardware-out", "random-5-fold")
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Held-out quality of one objective under one scheme.
+
+    Attributes:
+        objective: ``train_time_s``, ``test_accuracy`` or ``peak_memory_mb``.
+        scheme: One of :data:`SCHEMES`.
+        n_rows: Held-out predictions pooled.
+        n_folds: Folds that could be fitted.
+        spearman: Rank correlation of prediction and measurement.
+        mape: Mean absolute percentage error (time, memory), as a fraction.
+        mae: Mean absolute error (accuracy).
+        coverage: Fraction of measurements inside the predicted 10-90% band.
+    """
+
+    objective: str
+    scheme: str
+    n_rows: int
+    n_folds: int
+    spearman: float | None
+    mape: float | None
+    mae: float | None
+    coverage: float | None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """All figures, plus the schemes that could not run and why."""
+
+    table: str
+    n_rows: int
+    figures: tuple[Figures, ...]
+    skipped: tuple[str, ...]
+
+    def get(self, objective: str, scheme: str) -> Figures | None:
+        return next((f for f in self.figures if f.objective == objective and f.scheme == scheme), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "n_rows": self.n_rows, "figures": [asdict(f) for f in self.figures],
+                "skipped": list(self.skipped)}
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=float)
+    ranks[order] = np.arange(len(x), dtype=float)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return sums[inverse] / counts[inverse]  # ties share their mean rank
+
+
+def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float | None:
+    """Spearman's rho (ties averaged); ``None`` when either side is constant or too short."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 3:
+        return None
+    ra, rb = _ranks(a), _ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _groups(picked: Mapping[str, Sequence[Any]], scheme: str, seed: int) -> np.ndarray | None:
+    n = len(picked["trial_id"])
+    if scheme == "leave-one-dataset-out":
+        keys = [str(v) for v in picked["dataset_name"]]
+    elif scheme == "leave-one-train-size-out":
+        keys = [str(v) for v in picked["train_samples"]]
+    elif scheme == "leave-one-hardware-out":
+        keys = [f"{k}/{h}" for k, h in zip(picked["device_kind"], picked["hardware_id"])]
+    else:
+        folds = np.arange(n) % 5
+        np.random.default_rng(seed).shuffle(folds)
+        return folds if n >= 5 else None
+    _, codes = np.unique(np.array(keys, dtype=object).astype(str), return_inverse=True)
+    return codes if codes.max(initial=0) >= 1 else None
+
+
+def _subset(columns: Mapping[str, Sequence[Any]], idx: np.ndarray) -> dict[str, list[Any]]:
+    return {k: [v[i] for i in idx] for k, v in columns.items()}
+
+
+def _figures(objective: str, scheme: str, y: np.ndarray, lo: np.ndarray, mid: np.ndarray,
+             hi: np.ndarray, n_folds: int) -> Figures:
+    if not len(y):
+        return Figures(objective, scheme, 0, n_folds, None, None, None, None)
+    err = np.abs(mid - y)
+    relative = objective in LOG_OBJECTIVES
+    return Figures(
+        objective=objective,
+        scheme=scheme,
+        n_rows=int(len(y)),
+        n_folds=n_folds,
+        spearman=spearman(mid, y),
+        mape=float(np.mean(err / y)) if relative else None,
+        mae=None if relative else float(np.mean(err)),
+        coverage=float(np.mean((lo <= y) & (y <= hi))),
+    )
+
+
+def evaluate(
+    columns: Mapping[str, Sequence[Any]],
+    *,
+    table: str = "",
+    schemes: Sequence[str] = SCHEMES,
+    objectives: Sequence[str] = OBJECTIVES,
+    seed: int = 0,
+    num_threads: int = 1,
+    num_boost_round: int = DEFAULT_ROUNDS,
+) -> Evaluation:
+    """Cross-validate the surrogate on a table, holding out whole groups.
+
+    Args:
+        columns: The table's columns (``Table.columns``).
+        table: How to name the table in the result.
+        schemes: Which of :data:`SCHEMES` to run.
+        objectives: Which objectives to evaluate.
+        seed: Seed of the models and of the random folds.
+        num_threads: LightGBM threads.
+        num_boost_round: Boosting rounds per model.
+
+    Returns:
+        An :class:`Evaluation`; a scheme with fewer than two groups is listed in ``skipped``.
+    """
+    schema: FeatureSchema = schema_from_columns(columns)
+    figures: list[Figures] = []
+    skipped: list[str] = []
+    for objective in objectives:
+        picked, y_all = training_columns(columns, objective)
+        if len(y_all) < MIN_ROWS:
+            skipped.append(f"{objective}: only {len(y_all)} usable rows")
+            continue
+        for scheme in schemes:
+            groups = _groups(picked, scheme, seed)
+            if groups is None:
+                skipped.append(f"{objective} / {scheme}: fewer than two groups")
+                continue
+            ys, los, mids, his = [], [], [], []
+            n_folds = 0
+            for g in np.unique(groups):
+                test = np.flatnonzero(groups == g)
+                train = np.flatnonzero(groups != g)
+                if len(train) < MIN_ROWS:
+                    continue
+                model = fit(_subset(picked, train), seed=seed, num_threads=num_threads,
+                            num_boost_round=num_boost_round, objectives=(objective,), schema=schema)
+                band = model.predict(_subset(picked, test))[objective]
+                ys.append(y_all[test])
+                los.append(band.lo)
+                mids.append(band.mid)
+                his.append(band.hi)
+                n_folds += 1
+            if not n_folds:
+                skipped.append(f"{objective} / {scheme}: no fold kept {MIN_ROWS} training rows")
+                continue
+            figures.append(_figures(objective, scheme, np.concatenate(ys), np.concatenate(los),
+                                    np.concatenate(mids), np.concatenate(his), n_folds))
+    return Evaluation(table=table, n_rows=len(columns["trial_id"]), figures=tuple(figures), skipped=tuple(skipped))
+
+
+def _fmt(value: float | None, pct: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
+
+
+def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapping[str, Any],
+               path: str | Path) -> Path:
+    """Write ``MODEL_CARD.md``: what the surrogate was trained on, its figures, where not to trust it.
+
+    Args:
+        evaluation: The cross-validation result.
+        meta: The fitted surrogate's meta (versions, row counts, table sha256).
+        summary: :func:`advisor.knowledge.summarize` of the training table.
+        path: Where to write the card.
+
+    Returns:
+        The path written.
+    """
+    def counts(name: str) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in dict(summary.get(name, {})).items()) or "none"
+
+    lines = [
+        "# Surrogate model card",
+        "",
+        f"Generated {_dt.datetime.now(_dt.timezone.utc).date().isoformat()} by advisor "
+        f"{meta.get('advisor_version', '?')} with LightGBM {meta.get('lightgbm_version', '?')}.",
+        "",
+        "## What it predicts",
+        "",
+        "For a workload, a hardware target and a configuration: training time (s), test accuracy and",
+        "peak memory (MiB), each as a median with a 10-90% band (LightGBM quantile regression; time and",
+        "memory in log space). Predictions are never measurements: `advisor recommend --verify N` measures.",
+        "",
+        "## What it was trained on",
+        "",
+        f"- Table: `{meta.get('table') or evaluation.table}` (sha256 `{meta.get('table_sha256') or '?'}`), "
+        f"{summary.get('rows', '?')} trials.",
+        f"- Rows per model: {', '.join(f'{k} {v}' for k, v in dict(meta.get('row_counts', {})).items())}.",
+        f"- Status: {counts('by_status')}.",
+        f"- Frameworks: {counts('by_framework')}.",
+        f"- Datasets: {counts('by_dataset')}.",
+        f"- Training sizes: {counts('by_train_samples')}.",
+        f"- Device kinds: {counts('by_device_kind')}.",
+        "- Accuracy trains on status `ok`, non-synthetic trials; time on uncontended `ok`/`pruned` trials;",
+        "  memory on `ok`/`pruned` trials.",
+        "",
+        "## Held-out quality (grouped cross-validation)",
+        "",
+        "| objective | scheme | folds | rows | Spearman rho | MAPE | MAE | 10-90% coverage |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for f in evaluation.figures:
+        lines.append(
+            f"| {f.objective} | {f.scheme} | {f.n_folds} | {f.n_rows} | {_fmt(f.spearman)} | "
+            f"{_fmt(f.mape, True)} | {_fmt(f.mae)} | {_fmt(f.coverage, True)} |"
+        )
+    if evaluation.skipped:
+        lines += ["", "Not evaluated: " + "; ".join(evaluation.skipped) + "."]
+    kinds = list(dict(summary.get("by_device_kind", {})))
+    lines += [
+        "",
+        "## Where not to trust it",
+        "",
+        f"- Device kinds absent from the table (it holds: {', '.join(kinds) or 'none'}): every prediction"
+        " for another kind is an extrapolation, and `advisor recommend` says so and widens the band.",
+        "- Datasets whose input shape, class count or training size lie far from every measured one.",
+        "- Hardware without a calibrated GEMM speed (`advisor hardware --calibrate`): the time model then",
+        "  loses its main hardware feature.",
+        "- Frameworks, models or epoch counts outside the measured ranges; trees do not extrapolate, they",
+        "  flatten, so times beyond the largest measured ones are underestimated.",
+        "- A coverage well below 80% above means the bands are too narrow for that kind of transfer.",
+        "",
+    ]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

@@ -1,0 +1,189 @@
+"""Features that transfer across workloads and hardware.
+
+A feature row is computed from a knowledge-base row (or a candidate shaped like one: the
+:data:`advisor.knowledge.COLUMNS` names). Besides the raw config it holds derived quantities that
+carry from one workload or machine to another: training FLOPs, steps, dataset meta-features and
+calibrated hardware speed. A dataset's *name* is deliberately not a feature, so the models must
+learn from what a dataset is (size, shape, classes), not from which one it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["Feature", "FEATURES", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One model input.
+
+    Attributes:
+        name: Feature name (also the LightGBM feature name).
+        kind: ``"num"`` or ``"cat"``.
+        log: Distances (nearest-trial evidence) use ``log10`` of this feature.
+    """
+
+    name: str
+    kind: str = "num"
+    log: bool = False
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("framework", "cat"),
+    Feature("optimizer", "cat"),
+    Feature("device_kind", "cat"),
+    Feature("gpu_model", "cat"),
+    Feature("execution_mode", "cat"),
+    Feature("graph_optimization", "cat"),
+    Feature("batch_size", log=True),
+    Feature("log10_learning_rate"),
+    Feature("epochs", log=True),
+    Feature("momentum"),
+    Feature("weight_decay"),
+    Feature("threads"),
+    Feature("inter_op_threads"),
+    Feature("onednn"),
+    Feature("xla"),
+    Feature("mixed_precision"),
+    Feature("cudnn_benchmark"),
+    Feature("flops_per_sample", log=True),
+    Feature("params", log=True),
+    Feature("total_flops", log=True),
+    Feature("steps_per_epoch", log=True),
+    Feature("total_steps", log=True),
+    Feature("train_samples", log=True),
+    Feature("test_samples", log=True),
+    Feature("input_h"),
+    Feature("input_w"),
+    Feature("input_c"),
+    Feature("pixels", log=True),
+    Feature("num_classes", log=True),
+    Feature("hw_gflops", log=True),
+    Feature("cores_granted"),
+    Feature("naive_time_s", log=True),
+)
+
+_CATEGORICAL_SOURCE = {
+    "framework": "framework",
+    "optimizer": "cfg_optimizer",
+    "device_kind": "device_kind",
+    "gpu_model": "gpu_model",
+    "execution_mode": "cfg_execution_mode",
+    "graph_optimization": "cfg_graph_optimization",
+}
+
+
+@dataclass(frozen=True)
+class FeatureSchema:
+    """The feature list plus the levels of each categorical feature, learnt from a table.
+
+    A categorical value is encoded as its index in ``levels[name]``; an unseen or empty value
+    is missing (NaN), which LightGBM routes like its rarest branch.
+    """
+
+    features: tuple[Feature, ...] = FEATURES
+    levels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    @property
+    def categorical_indices(self) -> list[int]:
+        return [i for i, f in enumerate(self.features) if f.kind == "cat"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "features": [[f.name, f.kind, f.log] for f in self.features],
+            "levels": {k: list(v) for k, v in self.levels.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "FeatureSchema":
+        feats = tuple(Feature(str(n), str(k), bool(lg)) for n, k, lg in data["features"])
+        levels = {str(k): tuple(str(x) for x in v) for k, v in dict(data["levels"]).items()}
+        return cls(feats, levels)
+
+
+def _floats(values: Sequence[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None or v == "" else float(v) for v in values], dtype=float)
+
+
+def schema_from_columns(columns: Mapping[str, Sequence[Any]]) -> FeatureSchema:
+    """Learn the categorical levels (sorted, non-empty values) from table columns."""
+    levels = {
+        name: tuple(sorted({str(v) for v in columns[src] if v not in (None, "")}))
+        for name, src in _CATEGORICAL_SOURCE.items()
+    }
+    return FeatureSchema(FEATURES, levels)
+
+
+def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
+    """Numeric features as float arrays, computed column-wise (categoricals excluded).
+
+    Args:
+        columns: Knowledge-base columns (at least the ``cfg_*``, workload and ``hw_*`` ones).
+
+    Returns:
+        Feature name -> array; unknown values are NaN.
+    """
+    batch = _floats(columns["cfg_batch_size"])
+    epochs = _floats(columns["cfg_epochs"])
+    train = _floats(columns["train_samples"])
+    fps = _floats(columns["flops_per_sample"])
+    h, w = _floats(columns["input_h"]), _floats(columns["input_w"])
+    at_threads = _floats(columns["hw_gemm_gflops_threads"])
+    gflops = np.where(np.isnan(at_threads), _floats(columns["hw_gemm_gflops_max"]), at_threads)
+    steps = np.ceil(train / batch)
+    total_flops = fps * train * epochs
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lr = _floats(columns["cfg_learning_rate"])
+        log_lr = np.where(lr > 0, np.log10(np.where(lr > 0, lr, 1.0)), np.nan)
+        naive = np.where(gflops > 0, total_flops / (gflops * 1e9), np.nan)
+    return {
+        "batch_size": batch,
+        "log10_learning_rate": log_lr,
+        "epochs": epochs,
+        "momentum": _floats(columns["cfg_momentum"]),
+        "weight_decay": _floats(columns["cfg_weight_decay"]),
+        "threads": _floats(columns["cfg_threads"]),
+        "inter_op_threads": _floats(columns["cfg_inter_op_threads"]),
+        "onednn": _floats(columns["cfg_onednn"]),
+        "xla": _floats(columns["cfg_xla"]),
+        "mixed_precision": _floats(columns["cfg_mixed_precision"]),
+        "cudnn_benchmark": _floats(columns["cfg_cudnn_benchmark"]),
+        "flops_per_sample": fps,
+        "params": _floats(columns["params"]),
+        "total_flops": total_flops,
+        "steps_per_epoch": steps,
+        "total_steps": steps * epochs,
+        "train_samples": train,
+        "test_samples": _floats(columns["test_samples"]),
+        "input_h": h,
+        "input_w": w,
+        "input_c": _floats(columns["input_c"]),
+        "pixels": h * w,
+        "num_classes": _floats(columns["num_classes"]),
+        "hw_gflops": gflops,
+        "cores_granted": _floats(columns["cores_granted"]),
+        "naive_time_s": naive,
+    }
+
+
+def encode(columns: Mapping[str, Sequence[Any]], schema: FeatureSchema) -> np.ndarray:
+    """The feature matrix (rows x features, float64) in ``schema`` order."""
+    numeric = feature_values(columns)
+    n = len(columns["framework"])
+    out = np.empty((n, len(schema.features)), dtype=float)
+    for j, feat in enumerate(schema.features):
+        if feat.kind == "cat":
+            index = {level: float(i) for i, level in enumerate(schema.levels.get(feat.name, ()))}
+            src = columns[_CATEGORICAL_SOURCE[feat.name]]
+            out[:, j] = [index.get(str(v), np.nan) if v not in (None, "") else np.nan for v in src]
+        else:
+            out[:, j] = numeric[feat.name]
+    return out

@@ -1,0 +1,215 @@
+"""Save and load a surrogate as LightGBM text models plus one JSON meta file. Never pickle.
+
+Layout of a model folder::
+
+    meta.json                       feature schema, versions, training table + sha256, row counts
+    train_time_s.q10.txt ...        one LightGBM text model per objective and quantile
+
+The shipped files live in the repository's top-level ``surrogate/`` folder (``knowledge.csv.gz``,
+``model/``, ``MODEL_CARD.md``), which the package sees as ``advisor/shipped``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from advisor import __version__
+from advisor.errors import SurrogateError
+from advisor.surrogate._compat import import_lightgbm
+from advisor.surrogate.features import FEATURES, FeatureSchema
+from advisor.surrogate.model import OBJECTIVES, QUANTILES, Surrogate
+
+__all__ = [
+    "META_NAME",
+    "FORMAT_VERSION",
+    "shipped_dir",
+    "shipped_table",
+    "shipped_model_dir",
+    "file_sha256",
+    "save",
+    "load",
+    "table_warning",
+    "fit_file",
+]
+
+META_NAME = "meta.json"
+FORMAT_VERSION = 1
+
+
+def shipped_dir() -> Path:
+    """The folder of shipped knowledge: ``advisor/shipped``, else the repository's ``surrogate/``."""
+    import advisor
+
+    pkg = Path(advisor.__file__).resolve().parent
+    for candidate in (pkg / "shipped", pkg.parent / "surrogate"):
+        if candidate.is_dir():
+            return candidate
+    return pkg / "shipped"
+
+
+def shipped_table() -> Path:
+    return shipped_dir() / "knowledge.csv.gz"
+
+
+def shipped_model_dir() -> Path:
+    return shipped_dir() / "model"
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _model_file(objective: str, alpha: float) -> str:
+    return f"{objective}.q{round(alpha * 100):02d}.txt"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path | None = None) -> Path:
+    """Write the boosters as text and ``meta.json`` (written last, so a folder with a meta is complete).
+
+    Args:
+        surrogate: The fitted surrogate.
+        directory: Output folder (created).
+        table_path: The training table, recorded with its sha256.
+
+    Returns:
+        The meta file's path.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[str, dict[str, str]] = {}
+    for objective, models in surrogate.boosters.items():
+        files[objective] = {}
+        for alpha, booster in models.items():
+            name = _model_file(objective, alpha)
+            _write_atomic(directory / name, booster.model_to_string())
+            files[objective][str(alpha)] = name
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "advisor_version": __version__,
+        "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **{k: v for k, v in surrogate.meta.items() if k not in ("table", "table_sha256")},
+        "feature_schema": surrogate.schema.to_dict(),
+        "files": files,
+        "table": str(table_path) if table_path is not None else surrogate.meta.get("table"),
+        "table_sha256": file_sha256(table_path) if table_path is not None else surrogate.meta.get("table_sha256"),
+    }
+    path = directory / META_NAME
+    _write_atomic(path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def _check_schema(meta: dict[str, Any], path: Path) -> FeatureSchema:
+    try:
+        schema = FeatureSchema.from_dict(meta["feature_schema"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SurrogateError(f"Surrogate meta {path} has no readable feature schema ({exc!r}); refit it with `advisor surrogate fit`.") from None
+    if schema.features != FEATURES:
+        theirs, ours = schema.features, FEATURES
+        i = next((k for k, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
+        got = theirs[i].name if i < len(theirs) else "<none>"
+        want = ours[i].name if i < len(ours) else "<none>"
+        raise SurrogateError(
+            f"Surrogate meta {path}: its feature schema does not match this advisor's (feature {i} is "
+            f"{got!r}, expected {want!r}); refit it with `advisor surrogate fit`."
+        )
+    return schema
+
+
+def load(directory: str | Path) -> Surrogate:
+    """Load a surrogate saved by :func:`save`, with ``lightgbm.Booster(model_str=...)``.
+
+    Raises:
+        SurrogateError: One line naming the file, when the folder or a model file is missing,
+            a file is corrupt, or the meta's feature schema does not match this advisor's.
+    """
+    directory = Path(directory)
+    meta_path = directory / META_NAME
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        raise SurrogateError(f"No surrogate model at {directory}: {META_NAME} is missing; fit one with `advisor surrogate fit`.") from None
+    except (OSError, ValueError) as exc:
+        raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: {exc}.") from None
+    schema = _check_schema(meta, meta_path)
+    lgb = import_lightgbm(lean=True)
+    boosters: dict[str, dict[float, Any]] = {}
+    files = meta.get("files") or {}
+    for objective in OBJECTIVES:
+        boosters[objective] = {}
+        for alpha in QUANTILES:
+            name = (files.get(objective) or {}).get(str(alpha))
+            if not name:
+                raise SurrogateError(f"Surrogate meta {meta_path} names no model for {objective!r} at quantile {alpha}.")
+            path = directory / Path(name).name
+            try:
+                booster = lgb.Booster(model_str=path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise SurrogateError(f"Surrogate model file {path} is missing.") from None
+            except (OSError, UnicodeDecodeError, lgb.basic.LightGBMError, ValueError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise SurrogateError(f"Surrogate model file {path} is corrupt: {first}") from None
+            if booster.feature_name() != schema.names:
+                raise SurrogateError(
+                    f"Surrogate model file {path} has {booster.num_feature()} features that do not match "
+                    f"the schema in {meta_path}; refit it with `advisor surrogate fit`."
+                )
+            boosters[objective][alpha] = booster
+    meta["directory"] = str(directory)
+    return Surrogate(schema, boosters, meta)
+
+
+def table_warning(surrogate: Surrogate, table_path: str | Path) -> str | None:
+    """A one-line warning when ``table_path`` is not the table the surrogate was trained on."""
+    recorded = surrogate.meta.get("table_sha256")
+    if not recorded:
+        return f"The surrogate records no training table, so it cannot be checked against {table_path}."
+    try:
+        actual = file_sha256(table_path)
+    except OSError:
+        return f"The knowledge base {table_path} cannot be read to check it against the surrogate."
+    if actual != recorded:
+        return (
+            f"The surrogate was trained on a different table (sha256 {recorded[:12]}) than {table_path} "
+            f"(sha256 {actual[:12]}); refit with `advisor surrogate fit --table {table_path}`."
+        )
+    return None
+
+
+def fit_file(table_path: str | Path, *, seed: int = 0, num_threads: int = 1,
+             num_boost_round: int | None = None) -> Surrogate:
+    """Read a knowledge-base file, fit the surrogate on it, and record the table and its sha256."""
+    from advisor import knowledge
+    from advisor.surrogate.model import DEFAULT_ROUNDS, fit
+
+    table = knowledge.read(table_path)
+    surrogate = fit(table.columns, seed=seed, num_threads=num_threads,
+                    num_boost_round=num_boost_round or DEFAULT_ROUNDS, source=f"knowledge base {table_path}")
+    surrogate.meta["table"] = str(table_path)
+    surrogate.meta["table_sha256"] = file_sha256(table_path)
+    surrogate.meta["table_rows"] = len(table)
+    return surrogate

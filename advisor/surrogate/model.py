@@ -1,0 +1,227 @@
+"""LightGBM quantile models of training time, accuracy and memory.
+
+For each objective three boosters are trained with ``objective="quantile"``: alpha 0.1, 0.5 and
+0.9, giving a median and a 10-90% band. Time and memory are modelled in log space (they span
+orders of magnitude and their noise is multiplicative); accuracy is modelled as is and clipped to
+[0, 1]. The band is made monotone by sorting the three predictions of each row.
+
+Time is modelled as seconds per training FLOP: the target is ``log(train_time_s / total_flops)``
+and a prediction is multiplied back by the candidate's ``total_flops``. Trees cannot extrapolate,
+and a new dataset or model usually lies outside the measured FLOP range; the cost of one FLOP
+(which depends on framework, batch size, threads and hardware) transfers far better than the time.
+
+Which rows train which model:
+
+- ``test_accuracy``: status ``ok`` and not synthetic (synthetic data has no accuracy meaning);
+- ``train_time_s``: status ``ok`` or ``pruned`` (with the epochs it completed) and not contended
+  (a timing disturbed by other processes would teach the model noise);
+- ``peak_memory_mb``: status ``ok`` or ``pruned``.
+
+Training is deterministic: fixed seed, ``deterministic=True``, one thread by default.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from advisor.errors import SurrogateError
+from advisor.surrogate._compat import import_lightgbm
+from advisor.surrogate.features import FEATURES, FeatureSchema, encode, schema_from_columns
+
+__all__ = [
+    "OBJECTIVES",
+    "QUANTILES",
+    "LOG_OBJECTIVES",
+    "MIN_ROWS",
+    "Band",
+    "Surrogate",
+    "training_columns",
+    "to_model_space",
+    "from_model_space",
+    "fit",
+    "lgb_params",
+]
+
+OBJECTIVES = ("train_time_s", "test_accuracy", "peak_memory_mb")
+QUANTILES = (0.1, 0.5, 0.9)
+LOG_OBJECTIVES = frozenset({"train_time_s", "peak_memory_mb"})
+MIN_ROWS = 5
+DEFAULT_ROUNDS = 300
+
+
+@dataclass(frozen=True)
+class Band:
+    """Predictions for a batch: the 10% quantile, the median and the 90% quantile."""
+
+    lo: np.ndarray
+    mid: np.ndarray
+    hi: np.ndarray
+
+    def row(self, i: int) -> tuple[float, float, float]:
+        return float(self.lo[i]), float(self.mid[i]), float(self.hi[i])
+
+
+def _row_usable(objective: str, status: str, value: Any, synthetic: Any, contended: Any) -> bool:
+    if value is None or not math.isfinite(value):
+        return False
+    if objective == "test_accuracy":
+        return status == "ok" and not synthetic
+    if value <= 0 or status not in ("ok", "pruned"):
+        return False
+    return not (objective == "train_time_s" and contended)
+
+
+def training_columns(columns: Mapping[str, Sequence[Any]], objective: str) -> tuple[dict[str, list[Any]], np.ndarray]:
+    """The rows that may train ``objective``, and their measured values.
+
+    Pruned rows count with the epochs they completed, so their time matches their features.
+
+    Returns:
+        ``(columns, values)``: the selected columns and the objective's measured values.
+    """
+    keep = [
+        i for i, (st, v, syn, con) in enumerate(zip(
+            columns["status"], columns[objective], columns["synthetic"], columns["contended"]))
+        if _row_usable(objective, st, v, syn, con)
+    ]
+    picked = {name: [col[i] for i in keep] for name, col in columns.items()}
+    picked["cfg_epochs"] = [
+        (done if st == "pruned" and done else ep)
+        for st, done, ep in zip(picked["status"], picked["epochs_completed"], picked["cfg_epochs"])
+    ]
+    return picked, np.array(picked[objective], dtype=float)
+
+
+_TOTAL_FLOPS = FEATURES.index(next(f for f in FEATURES if f.name == "total_flops"))
+
+
+def to_model_space(objective: str, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Measured values -> the booster's target (NaN where it cannot be formed)."""
+    if objective not in LOG_OBJECTIVES:
+        return values
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log(values)
+        if objective == "train_time_s":
+            out = out - np.log(x[:, _TOTAL_FLOPS])
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def from_model_space(objective: str, raw: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Booster outputs (rows x quantiles) -> values in the objective's unit."""
+    if objective not in LOG_OBJECTIVES:
+        return np.clip(raw, 0.0, 1.0)
+    if objective == "train_time_s":
+        raw = raw + np.log(x[:, _TOTAL_FLOPS])[:, None]
+    return np.exp(raw)
+
+
+def lgb_params(*, alpha: float, n_rows: int, seed: int, num_threads: int) -> dict[str, Any]:
+    """LightGBM parameters for one quantile model (leaf sizes scale with small tables)."""
+    min_leaf = max(2, min(20, n_rows // 25))
+    return {
+        "objective": "quantile",
+        "alpha": alpha,
+        "learning_rate": 0.05,
+        "num_leaves": 31,
+        "min_data_in_leaf": min_leaf,
+        "min_data_per_group": min_leaf,
+        "cat_smooth": 1.0,
+        "min_data_in_bin": 1,
+        "feature_pre_filter": False,
+        "deterministic": True,
+        "force_col_wise": True,
+        "seed": seed,
+        "num_threads": num_threads,
+        "verbosity": -1,
+    }
+
+
+class Surrogate:
+    """Fitted boosters for every objective and quantile, with their feature schema.
+
+    Attributes:
+        schema: Feature list and categorical levels.
+        boosters: ``{objective: {alpha: lightgbm.Booster}}``.
+        meta: Provenance (versions, training table and its sha256, row counts, trained_at).
+    """
+
+    def __init__(self, schema: FeatureSchema, boosters: Mapping[str, Mapping[float, Any]],
+                 meta: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self.boosters = {obj: dict(b) for obj, b in boosters.items()}
+        self.meta = dict(meta)
+
+    def predict_matrix(self, x: np.ndarray, *, num_threads: int = 1) -> dict[str, Band]:
+        """Predict every objective for a feature matrix: one ``predict`` call per booster."""
+        out: dict[str, Band] = {}
+        for objective, models in self.boosters.items():
+            raw = np.stack([models[a].predict(x, num_threads=num_threads) for a in QUANTILES], axis=1)
+            raw = from_model_space(objective, raw, x)
+            raw.sort(axis=1)
+            out[objective] = Band(raw[:, 0], raw[:, 1], raw[:, 2])
+        return out
+
+    def predict(self, columns: Mapping[str, Sequence[Any]], *, num_threads: int = 1) -> dict[str, Band]:
+        """Predict every objective for rows given as knowledge-base columns."""
+        return self.predict_matrix(encode(columns, self.schema), num_threads=num_threads)
+
+
+def fit(
+    columns: Mapping[str, Sequence[Any]],
+    *,
+    seed: int = 0,
+    num_threads: int = 1,
+    num_boost_round: int = DEFAULT_ROUNDS,
+    objectives: Sequence[str] = OBJECTIVES,
+    source: str = "the table",
+    schema: FeatureSchema | None = None,
+) -> Surrogate:
+    """Fit the quantile boosters on knowledge-base columns.
+
+    Args:
+        columns: A :class:`advisor.knowledge.Table`'s ``columns`` (or any mapping like it).
+        seed: LightGBM seed.
+        num_threads: LightGBM threads (1 or 2 keeps results reproducible on a shared machine).
+        num_boost_round: Boosting rounds per model.
+        objectives: Which objectives to fit.
+        source: How to name the table in errors.
+        schema: Categorical levels to use; learnt from ``columns`` when ``None``.
+
+    Returns:
+        A :class:`Surrogate`; its ``meta`` holds row counts (the caller adds provenance).
+
+    Raises:
+        SurrogateError: When an objective has fewer than :data:`MIN_ROWS` usable rows.
+    """
+    lgb = import_lightgbm()
+    if not any(s == "ok" for s in columns["status"]):
+        raise SurrogateError(f"Cannot fit a surrogate: {source} has no trials with status 'ok'.")
+    schema = schema or schema_from_columns(columns)
+    boosters: dict[str, dict[float, Any]] = {}
+    counts: dict[str, int] = {}
+    for objective in objectives:
+        picked, values = training_columns(columns, objective)
+        x = encode(picked, schema)
+        y = to_model_space(objective, values, x)
+        x, y = x[~np.isnan(y)], y[~np.isnan(y)]
+        if len(y) < MIN_ROWS:
+            raise SurrogateError(
+                f"Cannot fit the {objective!r} model: {source} has {len(y)} usable rows for it; "
+                f"at least {MIN_ROWS} are needed (see MODEL_CARD.md for which rows count)."
+            )
+        counts[objective] = len(y)
+        boosters[objective] = {}
+        for alpha in QUANTILES:
+            data = lgb.Dataset(
+                x, label=y, feature_name=schema.names, categorical_feature=schema.categorical_indices,
+                free_raw_data=True, params={"verbosity": -1, "min_data_in_bin": 1, "feature_pre_filter": False},
+            )
+            params = lgb_params(alpha=alpha, n_rows=len(y), seed=seed, num_threads=num_threads)
+            boosters[objective][alpha] = lgb.train(params, data, num_boost_round=num_boost_round)
+    meta = {"row_counts": counts, "seed": seed, "num_boost_round": num_boost_round,
+            "lightgbm_version": lgb.__version__, "time_target": "log(train_time_s / total_flops)"}
+    return Surrogate(schema, boosters, meta)

@@ -1,0 +1,115 @@
+"""``advisor measure``: input validated before any trial, results on stdout, honest exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from advisor.cli import app
+from advisor.cli.measure import parse_memory
+from advisor.errors import InvalidParameterError
+from tests.conftest import requires
+
+CHILD_MODULE = "advisor.harness.child"
+
+
+def _no_trial_children() -> bool:
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and CHILD_MODULE in " ".join(proc.cmdline()):
+                return False
+        except psutil.Error:
+            continue
+    return True
+
+
+def _invoke(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, ["measure", *args])
+
+
+@pytest.mark.parametrize(("text", "mib"), [("2GB", 2048.0), ("512MB", 512.0), ("1.5GiB", 1536.0),
+                                           ("300", 300.0), ("64m", 64.0), ("2048k", 2.0)])
+def test_parse_memory(text: str, mib: float) -> None:
+    assert parse_memory(text) == mib
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1GB", "0", "2XB"])
+def test_parse_memory_rejects_nonsense(text: str) -> None:
+    with pytest.raises(InvalidParameterError, match="--memory-cap"):
+        parse_memory(text)
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--framework", "caffe"], "'framework'"),
+    (["--dataset", "imagenet-22k"], "imagenet-22k"),
+    (["--model", "resnet9000"], "resnet9000"),
+    (["--batch-size", "0"], "'batch_size'"),
+    (["--lr", "-1"], "'learning_rate'"),
+    (["--optimizer", "rmsprop"], "'optimizer'"),
+    (["--device", "tpu"], "'device'"),
+    (["--threads", "0"], "'threads'"),
+    (["--time-limit", "0"], "'wall_time_s'"),
+    (["--memory-cap", "lots"], "--memory-cap"),
+    (["--execution-mode", "warp"], "'execution_mode'"),
+    (["--framework", "onnxruntime", "--optimizer", "momentum"], "'optimizer'"),
+    (["--dataset", "cifar10", "--model", "lenet5", "--train-samples", "0"], "'train_samples'"),
+])
+def test_bad_input_is_one_line_and_spawns_nothing(tmp_path: Path, args: list[str], fragment: str) -> None:
+    workdir = tmp_path / "trials"
+    result = _invoke(*args, "--workdir", str(workdir))
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in result.output
+    assert not workdir.exists()  # validation happens before the trial folder is made
+    assert _no_trial_children()
+
+
+def test_model_too_big_for_the_input_is_rejected_before_spawning() -> None:
+    result = _invoke("--dataset", "synthetic:2x2x1", "--model", "lenet5")
+    assert result.exit_code == 1
+    assert "input_shape" in result.output and "Traceback" not in result.output
+
+
+def test_table_output_and_progress_for_an_ok_trial(tmp_path: Path) -> None:
+    result = _invoke("--framework", "sklearn", "--dataset", "digits", "--model", "mlp", "--epochs", "2",
+                     "--workdir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert ": ok" in result.output
+    assert "test accuracy" in result.output
+    assert "epoch 2/2" in result.output  # progress from the on_epoch callback (stderr, mixed in)
+    folders = list(tmp_path.iterdir())
+    assert len(folders) == 1 and (folders[0] / "trial.json").exists()
+    assert _no_trial_children()
+
+
+def test_a_trial_that_ran_but_failed_exits_2_with_its_result() -> None:
+    result = CliRunner().invoke(app, [
+        "measure", "--framework", "sklearn", "--dataset", "digits", "--model", "mlp", "--epochs", "2",
+        "--memory-cap", "60MB", "--json",
+    ])
+    assert result.exit_code == 2, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "oom"
+    assert "memory cap" in data["error"]
+    assert _no_trial_children()
+
+
+@requires("torch")
+def test_torch_lenet5_on_digits_reaches_90_percent() -> None:
+    result = CliRunner().invoke(app, [
+        "measure", "--framework", "torch", "--dataset", "digits", "--model", "lenet5", "--epochs", "10", "--json",
+    ])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["status"] == "ok"
+    assert data["test_accuracy"] >= 0.90
+    assert len(data["accuracy_curve"]) == 10
+    assert data["config"]["optimizer"] == "momentum" and data["config"]["momentum"] == 0.9
+    assert "epoch 10/10" in result.stderr
+    assert _no_trial_children()
