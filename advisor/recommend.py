@@ -421,17 +421,13 @@ def _load(table: str | Path | None, model_dir: str | Path | None, seed: int) -> 
     kb = knowledge.read(table_path)
     if not any(s == "ok" for s in kb["status"]):
         raise KnowledgeBaseError(f"Knowledge base {table_path} has no trials with status 'ok': nothing to learn from.")
-    warnings: list[str] = []
     if model_dir is None and table is not None:
         model = sg.fit(kb.columns, seed=seed, source=f"knowledge base {table_path}")
-        model.meta["table_sha256"] = sg.file_sha256(table_path)
-        return kb, model, warnings, "(fitted on the table)"
+        return kb, model, [], "(fitted on the table)"
     directory = Path(model_dir) if model_dir is not None else sg.shipped_model_dir()
     model = sg.load(directory)
     warning = sg.table_warning(model, table_path)
-    if warning:
-        warnings.append(warning)
-    return kb, model, warnings, str(directory)
+    return kb, model, [warning] if warning else [], str(directory)
 
 
 # -------------------------------------------------------------------------------------- recommend
@@ -446,27 +442,27 @@ def _widen(band: Any, log: bool) -> tuple[np.ndarray, np.ndarray]:
 def _check_constraints(c: Constraints, t: np.ndarray, a: np.ndarray, m: np.ndarray) -> np.ndarray:
     """Feasible rows; when none, a ConstraintError naming the binding bound and the best value."""
     steps = [
-        ("--max-time", c.max_time_s, t, lambda v, b: v <= b, "the fastest predicted training time is {:.3g} s",
+        ("--max-time", c.max_time_s, "s", t, lambda v, b: v <= b, "the fastest predicted training time is {:.3g} s",
          lambda v: v.min()),
-        ("--min-accuracy", c.min_accuracy, a, lambda v, b: v >= b, "the best predicted accuracy is {:.4f}",
+        ("--min-accuracy", c.min_accuracy, "", a, lambda v, b: v >= b, "the best predicted accuracy is {:.4f}",
          lambda v: v.max()),
-        ("--max-memory", c.max_memory_mb, m, lambda v, b: v <= b, "the leanest predicted peak memory is {:.0f} MB",
-         lambda v: v.min()),
+        ("--max-memory", c.max_memory_mb, " MB", m, lambda v, b: v <= b,
+         "the leanest predicted peak memory is {:.0f} MB", lambda v: v.min()),
     ]
     mask = np.ones(len(t), dtype=bool)
     applied: list[str] = []
-    for flag, bound, values, ok, best_text, best in steps:
+    for flag, bound, unit, values, ok, best_text, best in steps:
         if bound is None:
             continue
         new = mask & ok(values, bound)
         if not new.any():
             within = f" among configurations that meet {' and '.join(applied)}" if applied else ""
             raise ConstraintError(
-                f"No configuration is predicted to meet {flag} {bound:g}: {best_text.format(best(values[mask]))}{within}; "
-                f"relax {flag}."
+                f"No configuration is predicted to meet {flag} {bound:g}{unit}: "
+                f"{best_text.format(best(values[mask]))}{within}; relax {flag}."
             )
         mask = new
-        applied.append(f"{flag} {bound:g}")
+        applied.append(f"{flag} {bound:g}{unit}")
     return mask
 
 
@@ -525,7 +521,7 @@ def recommend(
             raise invalid_parameter("frameworks", "recommend", f"names from {', '.join(FRAMEWORKS)}", fw)
     workload = describe_workload(dataset, model=model, train_samples=train_samples)
     target = resolve_target(device_kind, gpu_model=gpu_model, cores=cores, profile=profile)
-    kb, surrogate, warnings, model_where = _load(table, model_dir, seed)
+    kb, surrogate, notes, model_where = _load(table, model_dir, seed)
 
     cands = _candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed)
     if not cands:
@@ -570,8 +566,8 @@ def recommend(
     return Recommendation(
         workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),
         n_candidates=len(cands), n_feasible=int(feasible.sum()), n_front=n_front,
-        extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(warnings),
-        table=str(kb.path), model_dir=model_where, table_mismatch=bool(warnings),
+        extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
+        table=str(kb.path), model_dir=model_where, table_mismatch=bool(notes),
     )
 
 

@@ -384,3 +384,18 @@ def test_child_dies_when_the_parent_is_killed(tmp_path: Path) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_malformed_events_are_rejected_before_they_reach_the_result() -> None:
+    from advisor.harness.outcome import TrialLog
+
+    log = TrialLog()
+    with pytest.raises(KeyError):
+        log.add({"event": "final", "train_time_s": 1.0, "eval_time_s": 0.1})
+    with pytest.raises(ValueError):
+        log.add({"event": "data_loaded", "num_classes": "ten"})
+    with pytest.raises(KeyError):
+        log.add({"event": "epoch", "epoch": 1, "train_time_s": 1.0, "epoch_time_s": 1.0})
+    assert log.status is None and log.epochs == []
+    log.add({"event": "error", "type": "MemoryError", "message": "", "advisor_error": False})
+    assert log.status == "oom"

@@ -7,6 +7,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
+from typing import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,7 @@ class LoadedDataset:
         return self.info.input_shape
 
 
-def _fingerprint(name: str, digests: object, subset: dict[str, object]) -> str:
+def _fingerprint(name: str, digests: object, subset: Mapping[str, object]) -> str:
     spec = {"dataset": name, "files": digests, "subset": subset, "preprocess": _PREPROCESS}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -181,8 +182,9 @@ def inspect_source(name: str, *, data_dir: str | None = None, cache_dir: str | N
     if key.startswith("synthetic:"):
         raise DatasetError(f"The dataset {key!r} is generated on the fly: it has no files to inspect.")
     raw = read_raw(key, data_dir=data_dir, download=False, cache_dir=cache_dir)
+    files: tuple[tuple[str, int], ...] = ()
     if key == "digits":
-        folder, fmt, files = "scikit-learn", "builtin", ()
+        folder, fmt = "scikit-learn", "builtin"
     elif key.lower().endswith(".npz"):
         path = Path(key).expanduser()
         folder, fmt, files = str(path.parent), "npz", ((path.name, path.stat().st_size),)

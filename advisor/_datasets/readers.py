@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 FIX = "replace it with an intact copy of the dataset (for example `advisor datasets download NAME`)"
-_IDX_DTYPES = {0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
+_IDX_DTYPES: dict[int, np.dtype[Any]] = {0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
                0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 _MAX_IDX_DIMS = 8
 # Deflate cannot expand data by more than about 1032:1, so a gzip file of n bytes holds at most
@@ -193,7 +193,7 @@ def read_cifar_binary(path: str | os.PathLike[str], *, digest: bool = True
     if size == 0 or size % CIFAR_RECORD:
         whole, extra = divmod(size, CIFAR_RECORD)
         raise file_error(path, f"holds {size:,} bytes, which is not a whole number of {CIFAR_RECORD:,}-byte "
-                               f"records (1 label + 3,072 pixels): {whole} records and {extra} stray bytes, "
+                               f"records (1 label + 3,072 pixels): {whole:,} records and {extra:,} stray bytes, "
                                "so it is truncated or not a CIFAR-10 binary batch")
     raw = path.read_bytes()
     if len(raw) != size:

@@ -85,7 +85,8 @@ def _candidates(name: str, data_dir: Path | None, cache_dir: str | None) -> list
 
 
 def _find_idx(name: str, folder: Path) -> tuple[list[Path], list[Path]]:
-    found, missing = [], []
+    found: list[Path] = []
+    missing: list[Path] = []
     for role in _IDX_ROLES:
         options = [folder / f"{role}{ext}" for ext in (".gz", "")]
         options += [folder / f"{role.replace('-idx', '.idx')}{ext}" for ext in (".gz", "")]
@@ -127,10 +128,10 @@ def _find_files(name: str, folder_arg: Path | None, cache_dir: str | None) -> So
     candidates = _candidates(name, folder_arg, cache_dir)
     if name == "cifar10":
         for folder in candidates:
-            found = _find_cifar(folder)
-            if found is None:
+            hit = _find_cifar(folder)
+            if hit is None:
                 continue
-            fmt, train, test = found
+            fmt, train, test = hit
             if not test.is_file():
                 raise file_error(test, "the CIFAR-10 test batch is missing", _download_hint(name))
             if not train:
@@ -140,15 +141,14 @@ def _find_files(name: str, folder_arg: Path | None, cache_dir: str | None) -> So
         raise file_error(candidates[0] / "data_batch_1.bin",
                          "no CIFAR-10 batches found (expected data_batch_1..5.bin and test_batch.bin, or the "
                          "python version's data_batch_1..5 and test_batch)", _download_hint(name))
-    best: tuple[list[Path], list[Path], Path] | None = None
+    first_missing, most_found = candidates[0], -1
     for folder in candidates:
         found, missing = _find_idx(name, folder)
         if not missing:
             return SourceFiles(name, folder, "idx", tuple(found[:2]), tuple(found[2:]))
-        if best is None or len(found) > len(best[0]):
-            best = (found, missing, folder)
-    assert best is not None
-    raise file_error(best[1][0], "the file does not exist", _download_hint(name))
+        if len(found) > most_found:  # report the folder that came closest
+            first_missing, most_found = missing[0], len(found)
+    raise file_error(first_missing, "the file does not exist", _download_hint(name))
 
 
 def _short(digests: list[str]) -> str:
@@ -226,8 +226,9 @@ def _read_cifar_source(files: SourceFiles) -> RawData:
     x_test, y_test = parts[-1]
     names = [p.name for p in files.paths]
     official = _cifar_official(files, names, digests)
+    notes: tuple[str, ...] = ()
     if official:
-        variant, notes = "official", ()
+        variant = "official"
     else:
         counts = "" if len(y_train) == 10_000 * n_train and len(y_test) == 10_000 else (
             f", {len(y_train):,} train + {len(y_test):,} test records")

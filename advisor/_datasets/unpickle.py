@@ -101,7 +101,8 @@ def _check_dtype_state(state: Any) -> None:
 
 
 class _RestrictedUnpickler(pickle._Unpickler):  # the Python implementation, so BUILD can be checked
-    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    stack: list[Any]
 
     def __init__(self, raw: bytes) -> None:
         super().__init__(io.BytesIO(raw), encoding="latin1")
@@ -137,7 +138,7 @@ class _RestrictedUnpickler(pickle._Unpickler):  # the Python implementation, so 
             raise UnsafePickleError(f"it sets the state of a {type(inst).__name__}, not of an array")
         inst.__setstate__(state)
 
-    dispatch[pickle.BUILD[0]] = load_build
+    dispatch[pickle.BUILD[0]] = load_build  # type: ignore[assignment]
 
     def _check_array_state(self, state: Any) -> None:
         if not (isinstance(state, tuple) and len(state) == 5 and state[0] == 1

@@ -86,16 +86,16 @@ def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT
     else:
         # Several local workers share one SQLite file: wait for the lock instead of failing.
         engine_kwargs = {"connect_args": {"timeout": 60}}
-    kwargs: dict[str, Any] = {}
-    if heartbeat_interval is not None:
-        kwargs = {
-            "heartbeat_interval": int(heartbeat_interval),
-            "grace_period": int(grace_period or DEFAULT_GRACE_S),
-            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
-        }
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            kwargs: dict[str, Any] = {}
+            if heartbeat_interval is not None:
+                kwargs = {
+                    "heartbeat_interval": int(heartbeat_interval),
+                    "grace_period": int(grace_period or DEFAULT_GRACE_S),
+                    "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
+                }
             return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
     except (InvalidParameterError, ImportError):
         raise

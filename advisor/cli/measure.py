@@ -51,7 +51,7 @@ def _fmt(value: Any, spec: str = ".4g", unit: str = "") -> str:
 @app.command("measure")
 @user_errors
 def measure_command(
-    framework: Annotated[str, typer.Option(help=f"Framework: {_choices(FRAMEWORKS)}.")] = "torch",
+    framework: Annotated[str, typer.Option(help=f"Framework: {_choices(FRAMEWORKS)} (sklearn needs no extra install).")] = "sklearn",
     dataset: Annotated[str, typer.Option(help="Dataset: a registry name (mnist, digits, synthetic:28x28x1) or a .npz path.")] = "digits",
     model: Annotated[Optional[str], typer.Option(help="Model (mlp, lenet5, cifar_quick); default suits the dataset's input shape.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Mini-batch size.")] = 64,
@@ -80,8 +80,7 @@ def measure_command(
 ) -> None:
     """Train one configuration in a fresh process and report time, accuracy and resources.
 
-    Exit code 0 when the trial ends ok, 2 when it ran but did not (failed, timeout, oom, diverged),
-    1 for bad input.
+    Exit codes: 0 when the trial ends ok; 2 when it ran but ended otherwise (failed, timeout, oom, diverged); 1 for bad input.
 
     Example: advisor measure --framework torch --dataset mnist --model lenet5 --batch-size 64 --lr 0.05 --epochs 3 --threads 2
     """

@@ -155,7 +155,7 @@ def _warm_start(frameworks: list[str], space: Any, dataset: str, model: str | No
 @app.command("tune")
 @user_errors
 def tune_command(
-    framework: Annotated[str, typer.Option(help=f"Framework ({', '.join(FRAMEWORKS)}), a comma-separated list, or 'any' (every installed one): several make the framework a searched parameter.")] = "torch",
+    framework: Annotated[Optional[str], typer.Option(help=f"Framework ({', '.join(FRAMEWORKS)}), a comma-separated list, or 'any' (every installed one): several make the framework a searched parameter. Default: torch, or the --space file's.")] = None,
     dataset: Annotated[str, typer.Option(help="Dataset: a registry name (mnist, digits, synthetic:28x28x1) or a .npz path.")] = "digits",
     model: Annotated[Optional[str], typer.Option(help="Model (mlp, lenet5, cifar_quick); default suits the dataset's input shape.")] = None,
     target: Annotated[Target, typer.Option(help="Hardware target: picks the <framework>-<target> search space.")] = Target.cpu,
@@ -189,7 +189,14 @@ def tune_command(
     from advisor.records import Workload
 
     # Everything is validated before Optuna is imported or a process is spawned.
-    names = _frameworks(framework, target.value)
+    if space is not None:
+        from advisor.space import load_space
+
+        space_fw = load_space(space).framework
+        if framework is not None and framework != space_fw:
+            fail(f"--framework {framework} does not match --space {space}, which is a {space_fw} space")
+        framework = space_fw
+    names = _frameworks(framework or "torch", target.value)
     parse_objectives(objectives)
     constraints = [parse_constraint(c).text for c in constraint or []]
     info = datasets.get_info(dataset)
@@ -198,8 +205,6 @@ def tune_command(
     workload = Workload(dataset=dataset, model=model_name, train_samples=train_samples, test_samples=test_samples,
                         data_dir=None if data_dir is None else str(data_dir), seed=seed)
     memory_mb = None if memory_cap is None else parse_size_mb(memory_cap, owner="advisor tune --memory-cap")
-    if space is not None and len(names) > 1:
-        fail("--space takes one framework's space: use it without --framework any or a list")
     study_name = study or f"{'any' if len(names) > 1 else names[0]}-{dataset}-{model_name}-{target.value}"
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ Test accuracy is computed with the same ``Module`` in eval mode: its eval graph 
 training state, so it always sees the current weights, and it costs no export and no new session
 per epoch. Both graphs also return the logits (``additional_output_names``).
 
-Optimizers: ``adam`` is ORT's AdamW, whose weight decay is decoupled (``w -= lr * wd * w`` beside
-the Adam step), unlike torch's and Keras' L2 penalty; ``sgd`` is ORT's plain SGD, which has neither
+Optimizers: ``adam`` is ORT's AdamW, whose weight decay is decoupled (after the Adam step,
+``w *= 1 - lr * wd``), unlike the L2 penalty of torch's Adam and of the Keras backend; ``sgd`` is ORT's plain SGD, which has neither
 momentum nor weight decay, so a non-zero ``weight_decay`` is refused rather than silently dropped.
 """
 

@@ -35,6 +35,32 @@ def _float(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+# Fields build_result reads as numbers; a child that sends anything else breaks the channel.
+_FLOATS = ("t", "cpu_s", "import_time_s", "data_load_time_s", "train_time_s", "eval_time_s",
+           "inference_throughput", "gpu_peak_memory_mb", "max_rss_mb")
+_INTS = ("params", "num_classes", "train_samples", "test_samples")
+
+
+def _check_fields(event: dict[str, Any]) -> None:
+    for key in _FLOATS:
+        if event.get(key) is not None:
+            float(event[key])
+    for key in _INTS:
+        if key in event:
+            int(event[key])
+    if "input_shape" in event:
+        [int(d) for d in event["input_shape"]]
+    for key in ("versions", "threads_applied"):
+        if key in event and not isinstance(event[key], dict):
+            raise TypeError(f"{key!r} must be an object")
+    if event["event"] == "final":
+        for key in ("params", "train_time_s", "eval_time_s"):
+            if event.get(key) is None:
+                raise KeyError(key)
+    if event["event"] in ("training", "epoch") and ("t" not in event or "cpu_s" not in event):
+        raise KeyError("t")
+
+
 class TrialLog:
     """Events of one trial plus its verdict; thread-safe for :meth:`decide`."""
 
@@ -61,6 +87,7 @@ class TrialLog:
             KeyError, TypeError, ValueError: When the event lacks a field or has a wrong type.
         """
         kind = event["event"]
+        _check_fields(event)
         if kind == "epoch":
             record = EpochRecord(
                 epoch=int(event["epoch"]),

@@ -34,7 +34,7 @@ from advisor.surrogate.model import (
     training_columns,
 )
 
-__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "evaluate", "model_card"]
+__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "evaluate", "training_meta", "model_card"]
 
 SCHEMES = ("leave-one-dataset-out", "leave-one-train-size-out", "leave-one-hardware-out", "random-5-fold")
 
@@ -197,6 +197,21 @@ def evaluate(
             figures.append(_figures(objective, scheme, np.concatenate(ys), np.concatenate(los),
                                     np.concatenate(mids), np.concatenate(his), n_folds))
     return Evaluation(table=table, n_rows=len(columns["trial_id"]), figures=tuple(figures), skipped=tuple(skipped))
+
+
+def training_meta(columns: Mapping[str, Sequence[Any]], *, table_path: str | Path) -> dict[str, Any]:
+    """What a model card says about training when no fitted model is at hand: table, hash, row counts."""
+    from advisor import __version__
+    from advisor.surrogate._compat import import_lightgbm
+    from advisor.surrogate.io import file_sha256
+
+    return {
+        "advisor_version": __version__,
+        "lightgbm_version": import_lightgbm().__version__,
+        "table": str(table_path),
+        "table_sha256": file_sha256(table_path),
+        "row_counts": {o: int(len(training_columns(columns, o)[1])) for o in OBJECTIVES},
+    }
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:

@@ -1,0 +1,100 @@
+"""``advisor knowledge``: export studies to the trial table, merge tables, summarise one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, List, Optional
+
+import typer
+from rich.table import Table
+
+from advisor.cli import app
+from advisor.cli._common import err, out, print_json, user_errors
+
+knowledge_app = typer.Typer(
+    help=(
+        "The knowledge base: one row per trial, exported from any number of studies and machines.\n\n"
+        "Example: advisor knowledge export --storage sqlite:///advisor.db --out kb.csv.gz"
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(knowledge_app, name="knowledge")
+
+
+@knowledge_app.command("export")
+@user_errors
+def export_command(
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL (sqlite:///x.db, postgresql://...).")],
+    out_file: Annotated[Path, typer.Option("--out", help="Table to write (.csv.gz), replaced atomically.")],
+    study: Annotated[Optional[List[str]], typer.Option(
+        "--study", help="Study to export; repeat for several. Default: every study in the storage.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Export every trial that carries an advisor result (failed and pruned ones too).
+
+    Example: advisor knowledge export --storage sqlite:///advisor.db --study mnist-torch --out kb.csv.gz
+    """
+    from advisor import knowledge
+
+    count = knowledge.export(storage, studies=study or None, out=out_file)
+    if as_json:
+        print_json({"rows": int(count), "skipped": count.skipped, "studies": list(count.studies), "out": str(out_file)})
+        return
+    out.print(f"Exported {int(count)} trials from {len(count.studies)} studies to {out_file}.")
+    if count.skipped:
+        err.print(f"Skipped {count.skipped} trials without an 'advisor.result' attribute (not run by the advisor, "
+                  "or still running).")
+
+
+@knowledge_app.command("merge")
+@user_errors
+def merge_command(
+    inputs: Annotated[List[Path], typer.Argument(help="Tables to merge.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Merged table to write (may be one of the inputs).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Merge tables, deduplicating on trial id (conflicting rows with one id are an error).
+
+    Example: advisor knowledge merge a.csv.gz b.csv.gz --out all.csv.gz
+    """
+    from advisor import knowledge
+
+    stats = knowledge.merge(inputs, out_file)
+    if as_json:
+        print_json({"inputs": stats.inputs, "rows_in": stats.rows_in, "rows_out": stats.rows_out,
+                    "duplicates": stats.duplicates, "out": str(out_file)})
+        return
+    out.print(f"Merged {stats.inputs} tables: {stats.rows_in} rows in, {stats.rows_out} distinct trials out "
+              f"({stats.duplicates} duplicates) -> {out_file}")
+
+
+def _counts_table(title: str, counts: dict[str, Any]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("value")
+    table.add_column("rows", justify="right")
+    for key, value in counts.items():
+        table.add_row(key if key not in ("", "None") else "(unknown)", str(value))
+    return table
+
+
+@knowledge_app.command("info")
+@user_errors
+def info_command(
+    file: Annotated[Path, typer.Argument(help="A knowledge-base table (.csv.gz).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Row counts by status, framework, dataset, training size and device kind.
+
+    Example: advisor knowledge info surrogate/knowledge.csv.gz --json
+    """
+    from advisor import knowledge
+
+    summary = knowledge.summarize(knowledge.read(file))
+    if as_json:
+        print_json(summary)
+        return
+    out.print(f"{file}: {summary['rows']} trials from {summary['studies']} studies (schema "
+              f"{summary['schema_version']}); {summary['contended']} contended, {summary['synthetic']} synthetic")
+    for key, title in (("by_status", "status"), ("by_framework", "framework"), ("by_dataset", "dataset"),
+                       ("by_train_samples", "training samples"), ("by_device_kind", "device kind")):
+        out.print(_counts_table(title, summary[key]))

@@ -1,0 +1,64 @@
+"""``advisor pareto``: show or export the Pareto front of a study."""
+
+from __future__ import annotations
+
+import re
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from advisor.cli import app
+from advisor.cli._common import err, out, user_errors
+from advisor.cli.tune import DEFAULT_STORAGE, front_table
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    html = "html"
+    png = "png"
+
+
+@app.command("pareto")
+@user_errors
+def pareto_command(
+    study: Annotated[str, typer.Option("--study", help="The study whose front to show.")],
+    storage: Annotated[str, typer.Option("--storage", help="Storage URL: sqlite:///FILE or postgresql://user@host/db.")] = DEFAULT_STORAGE,
+    fmt: Annotated[Format, typer.Option("--format", help="table (stdout), csv or json (stdout or --out), html or png (a file).")] = Format.table,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write to this file (atomically). html/png default to pareto-<study>.<format>.")] = None,
+    ref: Annotated[Optional[str], typer.Option("--ref", help="Hypervolume reference, e.g. time=600,accuracy=0,memory=4096; default: 1.1 x worst time and memory, accuracy 0.")] = None,
+) -> None:
+    """Show the Pareto front of a study (feasible, complete trials) or export it.
+
+    Example: advisor pareto --study mnist-torch --storage sqlite:///advisor.db --format html --out front.html
+    """
+    from advisor import pareto
+    from advisor.tuning import load_front, validate_storage_url, validate_study_name
+
+    validate_study_name(study)
+    validate_storage_url(storage)
+    # The reference names are checked before the study is read (objectives are known only then).
+    reference = pareto.parse_reference(ref, list(pareto.OBJECTIVES))
+    front = load_front(study, storage, reference=reference)
+    unknown = set(reference) - set(front.objectives)
+    if unknown:
+        pareto.parse_reference(ref, front.objectives)  # raises the one-line error
+    if fmt is Format.table:
+        out.print(front_table(front, title=(
+            f"Pareto front of {study}: {len(front.points)} of {len(front.points) + len(front.others)} "
+            f"complete trials, hypervolume {front.hypervolume:.4f}")))
+        return
+    if out_file is None and fmt in (Format.csv, Format.json):
+        text = pareto.front_to_csv(front) if fmt is Format.csv else pareto.front_to_json(front)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    if out_file is None:
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", study)[:100]
+        out_file = Path(f"pareto-{safe}.{fmt.value}")
+    path = pareto.export_front(front, fmt.value, out_file)
+    err.print(f"wrote {path} ({len(front.points)} front points)", highlight=False)

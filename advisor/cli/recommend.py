@@ -1,0 +1,220 @@
+"""``advisor recommend``: the best configurations for a workload, predicted by the surrogate.
+
+Kept lean on purpose: this command must answer in about a second, so it imports no deep-learning
+framework, Optuna, scikit-learn or matplotlib.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from advisor.cli import app
+from advisor.cli._common import err, fail, out, print_json, user_errors
+
+
+class Preference(str, Enum):
+    fast = "fast"
+    accurate = "accurate"
+    lean = "lean"
+    balanced = "balanced"
+
+
+_UNITS_MB = {"": 1.0, "m": 1.0, "mb": 1.0, "mib": 1.0, "g": 1024.0, "gb": 1024.0, "gib": 1024.0,
+             "k": 1 / 1024, "kb": 1 / 1024, "kib": 1 / 1024, "t": 1024.0 ** 2, "tb": 1024.0 ** 2}
+_UNITS_S = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_quantity(text: str, units: dict[str, float], option: str, example: str) -> float:
+    """``2GB`` -> 2048 (MB), ``10m`` -> 600 (s): a positive number with an optional unit."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in units or float(match.group(1)) <= 0:
+        fail(f"The {option!r} option must be a positive number with an optional unit "
+             f"({', '.join(u for u in units if u)}), e.g. {example}. Got {text!r} instead.")
+    return float(match.group(1)) * units[unit]
+
+
+def parse_accuracy(text: str) -> float:
+    """``0.99`` or ``99%``."""
+    try:
+        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        fail(f"The '--min-accuracy' option must be a fraction in [0, 1] or a percentage, e.g. 0.99 or 99%. "
+             f"Got {text!r} instead.")
+    return value
+
+
+def _band(p: Any, fmt: str) -> str:
+    return f"{format(p.mid, fmt)} [{format(p.lo, fmt)}-{format(p.hi, fmt)}]"
+
+
+def _seconds(value: float) -> str:
+    if value < 120:
+        return f"{value:.3g} s"
+    if value < 7200:
+        return f"{value / 60:.3g} min"
+    return f"{value / 3600:.3g} h"
+
+
+def _time_band(p: Any) -> str:
+    return f"{_seconds(p.mid)} [{_seconds(p.lo)}-{_seconds(p.hi)}]"
+
+
+_SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "weight_decay", "threads",
+          "onednn", "xla", "execution_mode", "graph_optimization", "mixed_precision", "cudnn_benchmark")
+
+
+def _params(config: dict[str, Any]) -> str:
+    parts = []
+    for key in _SHOWN:
+        value = config.get(key)
+        if value is None or (key == "momentum" and config.get("optimizer") != "momentum"):
+            continue
+        if key in ("mixed_precision", "cudnn_benchmark") and config.get("device") == "cpu":
+            continue
+        if isinstance(value, float):
+            value = f"{value:.3g}"
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _print(rec: Any) -> None:
+    from rich.table import Table
+
+    w = rec.workload
+    shape = "x".join(map(str, w.input_shape))
+    where = rec.target.device_kind.upper() + (f" ({rec.target.gpu_model})" if rec.target.gpu_model else "")
+    out.print(f"Workload: {w.dataset} ({shape}, {w.num_classes} classes, {w.train_samples:,} training samples), "
+              f"model {w.model}; target {where}, {rec.target.cores} cores; preference {rec.preference}.")
+    out.print(f"{rec.n_candidates} candidates, {rec.n_feasible} meet the constraints, {rec.n_front} on the "
+              f"predicted Pareto front. All figures below are PREDICTED (median [10%-90%]), not measured.")
+    if rec.extrapolation:
+        out.print("[bold yellow]EXTRAPOLATION:[/] " + "; ".join(rec.reasons)
+                  + ". The bands are widened; treat the ranking as a hint and verify it (--verify N).")
+    table = Table()
+    for column in ("#", "framework", "time", "accuracy", "memory (MB)", "source"):
+        table.add_column(column)
+    for c in rec.choices:
+        table.add_row(str(c.rank), c.framework, _time_band(c.time_s), _band(c.accuracy, ".3f"),
+                      _band(c.memory_mb, ".0f"), c.source)
+    out.print(table)
+    for c in rec.choices:
+        out.print(f"#{c.rank} {c.framework}: {_params(c.config)}")
+        for e in c.evidence:
+            measured = ", ".join(filter(None, (
+                _seconds(e.train_time_s) if e.train_time_s is not None else None,
+                f"acc {e.test_accuracy:.3f}" if e.test_accuracy is not None else None,
+                f"{e.peak_memory_mb:.0f} MB" if e.peak_memory_mb is not None else None,
+            )))
+            out.print(f"    measured nearby: trial {e.trial_id} ({e.framework}, {e.dataset_name}, "
+                      f"n={e.train_samples}, {e.device_kind}, {e.status}) {measured or '-'}")
+
+
+def _print_verification(results: list[Any], stats: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="Predicted against measured", title_justify="left")
+    for column in ("#", "framework", "status", "time predicted", "time measured", "accuracy predicted",
+                   "accuracy measured", "memory predicted", "memory measured"):
+        table.add_column(column)
+    for v in results:
+        if v.status == "skipped":
+            out.print(f"not run: {v.note}")
+            continue
+        m = v.measured
+
+        def show(key: str, fmt: str) -> str:
+            value = m.get(key)
+            if value is None:
+                return "-"
+            flag = "" if v.within_band.get(key) else " (outside band)"
+            return (_seconds(value) if key == "train_time_s" else format(value, fmt)) + flag
+
+        table.add_row(str(v.rank), v.framework, v.status + (f": {v.note}" if v.note else ""),
+                      _time_band(v.predicted["train_time_s"]), show("train_time_s", ""),
+                      _band(v.predicted["test_accuracy"], ".3f"), show("test_accuracy", ".3f"),
+                      _band(v.predicted["peak_memory_mb"], ".0f"), show("peak_memory_mb", ".0f"))
+    if table.row_count:
+        out.print(table)
+    if stats is not None:
+        from advisor.knowledge import user_knowledge_path
+
+        ran = sum(1 for v in results if v.status != "skipped")
+        err.print(f"Merged {ran} measured trials into your knowledge base {user_knowledge_path()} "
+                  f"(now {stats.rows_out} trials).")
+
+
+@app.command("recommend")
+@user_errors
+def recommend_command(
+    dataset: Annotated[str, typer.Option("--dataset", help="Registry name (mnist, cifar10...), synthetic:HxWxC "
+                                          "or an .npz path; only its meta-features are read.")],
+    model: Annotated[Optional[str], typer.Option("--model", help="Model (default: chosen from the input shape).")] = None,
+    train_samples: Annotated[Optional[int], typer.Option("--train-samples", min=1,
+                                                         help="Training samples (default: all).")] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--cpu", help="Recommend for a GPU or for this machine's CPU.")] = False,
+    gpu_model: Annotated[Optional[str], typer.Option("--gpu-model", help="GPU name for a --gpu target.")] = None,
+    cores: Annotated[Optional[int], typer.Option("--cores", min=1, help="CPU cores to use (default: all allowed).")] = None,
+    max_time: Annotated[Optional[str], typer.Option("--max-time", help="Bound on training time: 90, 90s, 10m, 2h.")] = None,
+    min_accuracy: Annotated[Optional[str], typer.Option("--min-accuracy", help="Bound on test accuracy: 0.99 or 99%.")] = None,
+    max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="Bound on peak memory: 2GB, 512MB.")] = None,
+    prefer: Annotated[Preference, typer.Option("--prefer", help="Ranking of the Pareto front.")] = Preference.balanced,
+    frameworks: Annotated[Optional[str], typer.Option("--frameworks", help="Comma-separated, e.g. torch,tensorflow.")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, max=100, help="How many configurations to show.")] = 3,
+    table: Annotated[Optional[Path], typer.Option("--table", help="Knowledge base (default: the shipped one); "
+                                                  "without --model-dir a surrogate is fitted on it.")] = None,
+    model_dir: Annotated[Optional[Path], typer.Option("--model-dir", help="Surrogate model folder (default: shipped).")] = None,
+    verify: Annotated[int, typer.Option("--verify", min=0, help="Run the top N for real and compare.")] = 0,
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Dataset files for --verify.")] = None,
+    candidates: Annotated[int, typer.Option("--candidates", min=10, max=20000,
+                                            help="Random candidates per framework.")] = 600,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the candidate draw.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Recommend framework and configuration for a workload: predicted time, accuracy and memory.
+
+    Example: advisor recommend --dataset cifar10 --gpu --min-accuracy 0.7 --prefer fast
+    """
+    from advisor import recommend as rc
+
+    constraints = rc.Constraints(
+        max_time_s=parse_quantity(max_time, _UNITS_S, "--max-time", "90s or 10m") if max_time else None,
+        min_accuracy=parse_accuracy(min_accuracy) if min_accuracy else None,
+        max_memory_mb=parse_quantity(max_memory, _UNITS_MB, "--max-memory", "2GB or 512MB") if max_memory else None,
+    )
+    names = [f.strip() for f in frameworks.split(",") if f.strip()] if frameworks else None
+    if table is not None and model_dir is None:
+        err.print(f"Fitting a surrogate on {table} (pass --model-dir to use a saved one) ...")
+    rec = rc.recommend(
+        dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
+        cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=top, table=table,
+        model_dir=model_dir, candidates_per_framework=candidates, seed=seed,
+    )
+    for warning in rec.warnings:
+        err.print(f"warning: {warning}")
+    verified: list[Any] = []
+    stats = None
+    if verify:
+        if not as_json:
+            _print(rec)
+        err.print(f"Verifying the top {min(verify, len(rec.choices))} configurations for real ...")
+        verified, stats = rc.verify(rec, verify, data_dir=str(data_dir) if data_dir else None)
+        if as_json:
+            data = rec.to_dict()
+            data["verification"] = [vars(v) | {"predicted": {k: vars(p) for k, p in v.predicted.items()}}
+                                    for v in verified]
+            print_json(data)
+        else:
+            _print_verification(verified, stats)
+        return
+    if as_json:
+        print_json(rec.to_dict())
+    else:
+        _print(rec)

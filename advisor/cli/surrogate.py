@@ -1,0 +1,108 @@
+"""``advisor surrogate``: fit the LightGBM surrogate on a knowledge base, and measure its quality."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from advisor.cli import app
+from advisor.cli._common import err, out, print_json, user_errors
+
+surrogate_app = typer.Typer(
+    help=(
+        "Fit and evaluate the surrogate that predicts time, accuracy and memory.\n\n"
+        "Example: advisor surrogate fit --table surrogate/knowledge.csv.gz --out surrogate/model"
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(surrogate_app, name="surrogate")
+
+TableOption = Annotated[Optional[Path], typer.Option(
+    "--table", help="Knowledge-base table (.csv.gz). Default: the shipped one.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+RoundsOption = Annotated[int, typer.Option("--rounds", min=10, max=5000, help="Boosting rounds per model.")]
+ThreadsOption = Annotated[int, typer.Option("--threads", min=1, max=64, help="LightGBM threads (1 is reproducible).")]
+
+
+def _table_path(table: Path | None) -> Path:
+    from advisor.surrogate.io import shipped_table
+
+    return table if table is not None else shipped_table()
+
+
+@surrogate_app.command("fit")
+@user_errors
+def fit_command(
+    table: TableOption = None,
+    out_dir: Annotated[Optional[Path], typer.Option(
+        "--out", help="Model folder to write. Default: the shipped model folder.")] = None,
+    rounds: RoundsOption = 300,
+    threads: ThreadsOption = 1,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="LightGBM seed.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the quantile models (10/50/90%) for time, accuracy and memory and save them as text.
+
+    Example: advisor surrogate fit --table kb.csv.gz --out model/ --json
+    """
+    from advisor.surrogate.io import fit_file, save, shipped_model_dir
+
+    path = _table_path(table)
+    target = out_dir if out_dir is not None else shipped_model_dir()
+    err.print(f"Fitting the surrogate on {path} ...")
+    model = fit_file(path, seed=seed, num_threads=threads, num_boost_round=rounds)
+    meta_path = save(model, target, table_path=path)
+    result = {"table": str(path), "out": str(target), "meta": str(meta_path), "row_counts": model.meta["row_counts"],
+              "table_sha256": model.meta["table_sha256"]}
+    if as_json:
+        print_json(result)
+        return
+    counts = ", ".join(f"{k}: {v} rows" for k, v in model.meta["row_counts"].items())
+    out.print(f"Saved the surrogate to {target} ({counts}).")
+
+
+def _fmt(value: float | None, pct: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
+
+
+@surrogate_app.command("evaluate")
+@user_errors
+def evaluate_command(
+    table: TableOption = None,
+    rounds: RoundsOption = 300,
+    threads: ThreadsOption = 1,
+    card: Annotated[Optional[Path], typer.Option(
+        "--card", help="Also write the model card (Markdown) here, e.g. surrogate/MODEL_CARD.md.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Grouped cross-validation: leave one dataset / training size / hardware target out, random 5-fold.
+
+    Example: advisor surrogate evaluate --table kb.csv.gz --card surrogate/MODEL_CARD.md
+    """
+    from advisor import knowledge
+    from advisor.surrogate.evaluate import evaluate, model_card, training_meta
+
+    path = _table_path(table)
+    kb = knowledge.read(path)
+    err.print(f"Cross-validating on {path} ({len(kb)} trials) ...")
+    result = evaluate(kb.columns, table=str(path), num_threads=threads, num_boost_round=rounds)
+    if card is not None:
+        model_card(result, meta=training_meta(kb.columns, table_path=path), summary=knowledge.summarize(kb), path=card)
+        err.print(f"Wrote the model card to {card}.")
+    if as_json:
+        print_json(result.to_dict())
+        return
+    view = Table(title=f"Held-out quality on {path}", title_justify="left")
+    for column in ("objective", "scheme", "folds", "rows", "Spearman", "MAPE", "MAE", "10-90% coverage"):
+        view.add_column(column, justify="left" if column in ("objective", "scheme") else "right")
+    for f in result.figures:
+        view.add_row(f.objective, f.scheme, str(f.n_folds), str(f.n_rows), _fmt(f.spearman), _fmt(f.mape, True),
+                     _fmt(f.mae), _fmt(f.coverage, True))
+    out.print(view)
+    for line in result.skipped:
+        err.print(f"not evaluated: {line}")

@@ -1,0 +1,109 @@
+"""``advisor datasets list | info | download`` driven through typer's CliRunner."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+import pytest
+from typer.testing import CliRunner
+
+from advisor._datasets import download as download_module
+from advisor.cli import app
+from test_datasets import SHARED, _Server, server, write_cifar_bin, write_mnist  # noqa: F401 (fixture)
+
+runner = CliRunner()
+
+
+def test_list_table_and_json() -> None:
+    result = runner.invoke(app, ["datasets", "list"])
+    assert result.exit_code == 0, result.output
+    for name in ("digits", "mnist", "fashion-mnist", "cifar10", "synthetic:28x28x1"):
+        assert name in result.stdout
+    assert "60,000" in result.stdout
+    result = runner.invoke(app, ["datasets", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["cifar10"]["input_shape"] == [32, 32, 3] and rows["cifar10"]["train_size"] == 50_000
+    assert rows["digits"]["test_size"] == 360 and rows["synthetic:28x28x1"]["synthetic"] is True
+
+
+def test_info_json_without_data_dir() -> None:
+    result = runner.invoke(app, ["datasets", "info", "fashion-mnist", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["input_shape"] == [28, 28, 1] and data["num_classes"] == 10 and "present" not in data
+
+
+def test_info_with_data_dir_reports_files_and_variant(tmp_path: Path) -> None:
+    folder = write_cifar_bin(tmp_path / "cifar-10-batches-bin", n_batches=2, per_batch=5, n_test=4)
+    result = runner.invoke(app, ["datasets", "info", "cifar10", "--data-dir", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    present = json.loads(result.stdout)["present"]
+    assert present["format"] == "cifar-10-batches-bin"
+    assert (present["train_size"], present["test_size"]) == (10, 4)
+    assert present["variant"].startswith("cifar-10-batches-bin: 2/5 train batches")
+    assert [f["name"] for f in present["files"]] == ["data_batch_1.bin", "data_batch_2.bin", "test_batch.bin"]
+    assert present["files"][0]["bytes"] == 5 * 3073 and len(present["fingerprint"]) == 64
+    table = runner.invoke(app, ["datasets", "info", "cifar10", "--data-dir", str(folder)])
+    assert table.exit_code == 0 and "2/5 train batches" in table.stdout and "2 of 5 training" in table.stdout
+
+
+def test_info_on_the_shared_mnist_says_official() -> None:
+    folder = SHARED / "mnist"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is missing: the shared real-data folder is not on this machine")
+    result = runner.invoke(app, ["datasets", "info", "mnist", "--data-dir", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    present = json.loads(result.stdout)["present"]
+    assert present["variant"] == "official" and present["train_size"] == 60_000
+
+
+def test_unknown_dataset_is_one_line_and_exit_1() -> None:
+    result = runner.invoke(app, ["datasets", "info", "imagenet"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: Unknown dataset 'imagenet': choose one of digits, mnist")
+    assert lines[0].endswith("or give a path to an .npz file.")
+
+
+def test_info_with_a_broken_data_dir_is_one_line(tmp_path: Path) -> None:
+    folder = write_mnist(tmp_path / "m")
+    (folder / "train-images-idx3-ubyte.gz").write_bytes(b"\x1f\x8bnot really gzip")
+    result = runner.invoke(app, ["datasets", "info", "mnist", "--data-dir", str(folder)])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "train-images-idx3-ubyte.gz" in lines[0] and "gzip" in lines[0]
+
+
+def test_download_with_mirror_progress_and_cache_dir(server: _Server, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    write_mnist(server.root)
+    remotes = tuple(
+        download_module.RemoteFile(r.name, r.urls, frozenset([hashlib.sha256((server.root / r.name).read_bytes()).hexdigest()]))
+        for r in download_module.SOURCES["mnist"]
+    )
+    monkeypatch.setitem(download_module.SOURCES, "mnist", remotes)
+    cache = tmp_path / "cache"
+    result = runner.invoke(app, ["datasets", "download", "mnist", "--cache-dir", str(cache), "--mirror", server.url])
+    assert result.exit_code == 0, result.output
+    assert str(cache / "mnist") in result.stdout
+    assert "train-images-idx3-ubyte.gz" in result.stderr  # progress goes to stderr
+    assert sorted(p.name for p in (cache / "mnist").glob("*.gz")) == sorted(r.name for r in remotes)
+
+
+def test_download_checksum_mismatch_exits_1(server: _Server, tmp_path: Path) -> None:
+    write_mnist(server.root)  # the published digests cannot match these files
+    result = runner.invoke(app, ["datasets", "download", "mnist", "--cache-dir", str(tmp_path / "c"),
+                                 "--mirror", server.url])
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: Checksum mismatch for ") and "440fcabf" in last
+
+
+def test_download_of_a_builtin_needs_nothing() -> None:
+    result = runner.invoke(app, ["datasets", "download", "digits"])
+    assert result.exit_code == 0, result.output
+    assert "needs no download" in result.stderr

@@ -1,0 +1,311 @@
+"""The surrogate: features, fitting, text save/load, errors, cross-validation, model card."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import advisor.knowledge as kb
+from advisor import surrogate as sg
+from advisor.errors import SurrogateError
+from advisor.records import Config, Workload
+from advisor.surrogate import features as F
+from advisor.surrogate.model import training_columns
+
+from _knowledge_rows import CPU_PROFILE, make_result, rows
+
+ROUNDS = 120
+
+
+@pytest.fixture(scope="module")
+def table_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("kb") / "kb.csv.gz"
+    kb.write(rows(240, seed=11), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fitted(table_path: Path) -> sg.Surrogate:
+    return sg.fit_file(table_path, num_boost_round=ROUNDS)
+
+
+# --------------------------------------------------------------------------------- features
+
+
+def test_feature_values_are_the_derived_quantities() -> None:
+    cfg = Config(framework="torch", batch_size=64, epochs=3, learning_rate=0.01, threads=2)
+    row = kb.row_from_result(make_result(cfg, "mnist", train=1000), CPU_PROFILE)
+    cols = {k: [v] for k, v in row.items()}
+    values = F.feature_values(cols)
+    fps = row["flops_per_sample"]
+    assert values["steps_per_epoch"][0] == 16  # ceil(1000 / 64)
+    assert values["total_steps"][0] == 48
+    assert values["total_flops"][0] == pytest.approx(fps * 1000 * 3)
+    assert values["pixels"][0] == 784
+    assert values["log10_learning_rate"][0] == pytest.approx(-2.0)
+    assert values["hw_gflops"][0] == 76.0  # calibrated at the trial's 2 threads
+    assert values["naive_time_s"][0] == pytest.approx(fps * 3000 / 76e9)
+    assert values["cores_granted"][0] == 2
+
+
+def test_gflops_fall_back_to_the_best_calibrated_speed() -> None:
+    row = kb.row_from_result(make_result(Config(framework="torch", threads=2), "digits"), CPU_PROFILE)
+    row["hw_gemm_gflops_threads"] = None
+    assert F.feature_values({k: [v] for k, v in row.items()})["hw_gflops"][0] == 76.0
+
+
+def test_dataset_name_is_not_a_feature() -> None:
+    assert not [f for f in F.FEATURES if "dataset" in f.name]
+    row = kb.row_from_result(make_result(Config(framework="sklearn"), "mnist"), CPU_PROFILE)
+    renamed = dict(row, dataset_name="something-else", dataset_fingerprint="0" * 64)
+    schema = F.schema_from_columns({k: [v] for k, v in row.items()})
+    a = F.encode({k: [v] for k, v in row.items()}, schema)
+    b = F.encode({k: [v] for k, v in renamed.items()}, schema)
+    assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_categoricals_encode_as_level_index_and_unseen_as_missing() -> None:
+    data = rows(8, frameworks=("torch", "sklearn"))
+    cols = {k: [r[k] for r in data] for k in data[0]}
+    schema = F.schema_from_columns(cols)
+    assert schema.levels["framework"] == ("sklearn", "torch")
+    j = schema.names.index("framework")
+    x = F.encode(cols, schema)
+    assert set(x[:, j]) == {0.0, 1.0}
+    cols["framework"] = ["tensorflow"] * 8
+    assert np.isnan(F.encode(cols, schema)[:, j]).all()
+
+
+# ------------------------------------------------------------------------------------ model
+
+
+def test_rows_for_each_model(table_path: Path) -> None:
+    table = kb.read(table_path)
+    data = table.rows
+    _, t = training_columns(table.columns, "train_time_s")
+    _, a = training_columns(table.columns, "test_accuracy")
+    _, m = training_columns(table.columns, "peak_memory_mb")
+    ok = [r for r in data if r["status"] == "ok"]
+    assert len(t) == sum(1 for r in ok if not r["contended"]) < len(ok)
+    assert len(a) == len(m) == len(ok) < len(data)
+
+
+def test_synthetic_rows_train_time_but_not_accuracy() -> None:
+    data = rows(10)
+    for r in data[:4]:
+        r["synthetic"] = True
+    cols = {k: [r[k] for r in data] for k in data[0]}
+    ok = [r for r in data if r["status"] == "ok"]
+    assert len(training_columns(cols, "test_accuracy")[1]) == sum(1 for r in ok if not r["synthetic"])
+    assert len(training_columns(cols, "peak_memory_mb")[1]) == len(ok)
+
+
+def test_predictions_are_monotone_bands_in_range(fitted: sg.Surrogate, table_path: Path) -> None:
+    table = kb.read(table_path)
+    pred = fitted.predict(table.columns)
+    for name, band in pred.items():
+        assert np.all(band.lo <= band.mid) and np.all(band.mid <= band.hi), name
+    assert np.all((pred["test_accuracy"].lo >= 0) & (pred["test_accuracy"].hi <= 1))
+    assert np.all(pred["train_time_s"].lo > 0) and np.all(pred["peak_memory_mb"].lo > 0)
+    # in-sample, the median tracks the truth closely (a broken model would not)
+    _, y = training_columns(table.columns, "train_time_s")
+    picked, _ = training_columns(table.columns, "train_time_s")
+    mid = fitted.predict(picked)["train_time_s"].mid
+    assert np.median(np.abs(mid - y) / y) < 0.1
+
+
+def test_fitting_is_deterministic(table_path: Path) -> None:
+    a = sg.fit_file(table_path, num_boost_round=20)
+    b = sg.fit_file(table_path, num_boost_round=20)
+    for objective in sg.OBJECTIVES:
+        for alpha in sg.QUANTILES:
+            assert a.boosters[objective][alpha].model_to_string() == b.boosters[objective][alpha].model_to_string()
+
+
+def test_too_few_rows_is_a_surrogate_error() -> None:
+    data = rows(4)
+    with pytest.raises(SurrogateError, match="at least 5"):
+        sg.fit({k: [r[k] for r in data] for k in data[0]}, num_boost_round=5)
+    failed = [kb.row_from_result(make_result(Config(framework="torch"), "digits", status="oom"))] * 3
+    with pytest.raises(SurrogateError, match="no trials with status 'ok'"):
+        sg.fit({k: [r[k] for r in failed] for k in failed[0]}, num_boost_round=5)
+
+
+# ---------------------------------------------------------------------------------- save/load
+
+
+def test_save_load_round_trip_gives_identical_predictions(fitted: sg.Surrogate, table_path: Path,
+                                                           tmp_path: Path) -> None:
+    meta_path = sg.save(fitted, tmp_path / "model", table_path=table_path)
+    meta = json.loads(meta_path.read_text())
+    assert meta["table_sha256"] == sg.file_sha256(table_path)
+    assert meta["row_counts"] == fitted.meta["row_counts"] and meta["lightgbm_version"]
+    assert sorted(p.name for p in (tmp_path / "model").glob("*.txt"))[:3] == [
+        "peak_memory_mb.q10.txt", "peak_memory_mb.q50.txt", "peak_memory_mb.q90.txt"]
+    loaded = sg.load(tmp_path / "model")
+    cols = kb.read(table_path).columns
+    a, b = fitted.predict(cols), loaded.predict(cols)
+    for name in sg.OBJECTIVES:
+        assert np.array_equal(a[name].mid, b[name].mid) and np.array_equal(a[name].hi, b[name].hi)
+
+
+def test_corrupt_model_file_is_named(fitted: sg.Surrogate, tmp_path: Path) -> None:
+    sg.save(fitted, tmp_path / "m")
+    bad = tmp_path / "m" / "test_accuracy.q50.txt"
+    bad.write_text("tree\nversion=v4\nthis is not a model\n")
+    with pytest.raises(SurrogateError, match=r"test_accuracy\.q50\.txt is corrupt"):
+        sg.load(tmp_path / "m")
+    bad.unlink()
+    with pytest.raises(SurrogateError, match=r"test_accuracy\.q50\.txt is missing"):
+        sg.load(tmp_path / "m")
+
+
+def test_corrupt_or_missing_meta(fitted: sg.Surrogate, tmp_path: Path) -> None:
+    with pytest.raises(SurrogateError, match="meta.json is missing"):
+        sg.load(tmp_path / "nowhere")
+    sg.save(fitted, tmp_path / "m")
+    (tmp_path / "m" / "meta.json").write_text("{not json")
+    with pytest.raises(SurrogateError, match=r"meta\.json is corrupt"):
+        sg.load(tmp_path / "m")
+
+
+def test_mismatched_feature_schema_is_refused(fitted: sg.Surrogate, tmp_path: Path) -> None:
+    meta_path = sg.save(fitted, tmp_path / "m")
+    meta = json.loads(meta_path.read_text())
+    meta["feature_schema"]["features"][3][0] = "dataset_name"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(SurrogateError, match="feature schema does not match.*feature 3 is 'dataset_name'"):
+        sg.load(tmp_path / "m")
+
+
+def test_model_file_with_other_features_is_refused(fitted: sg.Surrogate, tmp_path: Path) -> None:
+    sg.save(fitted, tmp_path / "m")
+    path = tmp_path / "m" / "train_time_s.q10.txt"
+    path.write_text(path.read_text().replace("feature_names=framework", "feature_names=dataset", 1))
+    with pytest.raises(SurrogateError, match=r"train_time_s\.q10\.txt has \d+ features that do not match"):
+        sg.load(tmp_path / "m")
+
+
+def test_table_hash_mismatch_is_reported(fitted: sg.Surrogate, table_path: Path, tmp_path: Path) -> None:
+    sg.save(fitted, tmp_path / "m", table_path=table_path)
+    loaded = sg.load(tmp_path / "m")
+    assert sg.table_warning(loaded, table_path) is None
+    other = tmp_path / "other.csv.gz"
+    kb.write(rows(6, seed=99), other)
+    warning = sg.table_warning(loaded, other)
+    assert warning is not None and "different table" in warning and str(other) in warning
+
+
+def test_lean_import_skips_scikit_learn() -> None:
+    code = ("import sys; from advisor.surrogate._compat import import_lightgbm; lgb = import_lightgbm(lean=True); "
+            "assert 'sklearn' not in sys.modules, 'sklearn loaded'; lgb.Booster; "
+            "import sklearn; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+# ---------------------------------------------------------------------------------- evaluate
+
+
+def test_spearman() -> None:
+    assert sg.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert sg.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert sg.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486832980505138)
+    assert sg.spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_grouped_cross_validation_on_a_learnable_table(table_path: Path) -> None:
+    table = kb.read(table_path)
+    result = sg.evaluate(table.columns, table=str(table_path), num_boost_round=ROUNDS,
+                         schemes=("leave-one-dataset-out", "random-5-fold", "leave-one-hardware-out"))
+    time_lodo = result.get("train_time_s", "leave-one-dataset-out")
+    time_rand = result.get("train_time_s", "random-5-fold")
+    assert time_lodo is not None and time_rand is not None
+    assert time_lodo.n_folds == 3 and time_rand.n_folds == 5
+    # time is a deterministic function of FLOPs and steps here: it must transfer across datasets
+    assert time_rand.mape is not None and time_rand.mape < 0.15
+    assert time_lodo.mape is not None and time_lodo.mape < 0.35
+    assert time_rand.spearman is not None and time_rand.spearman > 0.98
+    acc = result.get("test_accuracy", "random-5-fold")
+    assert acc is not None and acc.mae is not None and acc.mae < 0.05 and acc.mape is None
+    for f in result.figures:
+        assert f.coverage is not None and 0.0 <= f.coverage <= 1.0
+        assert f.spearman is None or -1.0 <= f.spearman <= 1.0
+    # one CPU profile only: no hardware-held-out scheme
+    assert result.get("train_time_s", "leave-one-hardware-out") is None
+    assert any("leave-one-hardware-out" in s for s in result.skipped)
+
+
+def test_cross_validation_exposes_an_unlearnable_target(table_path: Path) -> None:
+    # The same table with times shuffled: the figures must get much worse, or they prove nothing.
+    table = kb.read(table_path)
+    cols = {k: list(v) for k, v in table.columns.items()}
+    rng = np.random.default_rng(0)
+    cols["train_time_s"] = list(rng.permutation(np.array(cols["train_time_s"], dtype=object)))
+    result = sg.evaluate(cols, num_boost_round=ROUNDS, schemes=("random-5-fold",), objectives=("train_time_s",))
+    f = result.get("train_time_s", "random-5-fold")
+    assert f is not None and f.mape is not None and f.mape > 0.5
+
+
+def test_model_card(fitted: sg.Surrogate, table_path: Path, tmp_path: Path) -> None:
+    table = kb.read(table_path)
+    result = sg.evaluate(table.columns, num_boost_round=30, schemes=("random-5-fold",))
+    path = sg.model_card(result, meta={**fitted.meta, "advisor_version": "0.1.0"},
+                         summary=kb.summarize(table), path=tmp_path / "MODEL_CARD.md")
+    text = path.read_text()
+    assert "| train_time_s | random-5-fold | 5 |" in text
+    assert fitted.meta["table_sha256"] in text
+    assert "Where not to trust it" in text and "digits" in text
+
+
+# ------------------------------------------------------------------------- real trials, end to end
+
+
+@pytest.mark.slow
+def test_table_from_real_harness_trials(tmp_path: Path) -> None:
+    """Five real 1-2 epoch scikit-learn trials on digits -> Optuna study -> export -> features -> fit."""
+    pytest.importorskip("sklearn")
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from advisor.harness import Limits, run_trial
+
+    configs = [
+        Config(framework="sklearn", batch_size=b, epochs=e, learning_rate=lr, optimizer=o)
+        for b, e, lr, o in ((32, 1, 0.01, "adam"), (64, 2, 0.003, "adam"), (128, 1, 0.05, "sgd"),
+                            (256, 2, 0.1, "sgd"), (48, 1, 0.002, "adam"))
+    ]
+    results = [run_trial(Workload(dataset="digits", model="mlp"), c, limits=Limits(wall_time_s=300),
+                         workdir=tmp_path / "trials") for c in configs]
+    assert [r.status for r in results] == ["ok"] * 5, [r.error for r in results]
+
+    url = f"sqlite:///{tmp_path / 'real.db'}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name="real", storage=url, directions=["minimize", "maximize", "minimize"])
+    for r in results:
+        study.add_trial(create_trial(state=TrialState.COMPLETE,
+                                     values=[r.train_time_s, r.test_accuracy, r.peak_memory_mb],
+                                     user_attrs={kb.RESULT_ATTR: r.to_dict()}))
+    out = tmp_path / "real.csv.gz"
+    assert int(kb.export(url, out=out)) == 5
+    table = kb.read(out)
+    assert set(table["trial_id"]) == {r.trial_id for r in results}
+    assert set(table["dataset_name"]) == {"digits"} and set(table["framework"]) == {"sklearn"}
+    assert all(t > 0 for t in table["train_time_s"]) and all(0.3 < a <= 1.0 for a in table["test_accuracy"])
+    assert all(m > 10 for m in table["peak_memory_mb"])
+    values = F.feature_values(table.columns)
+    assert list(values["steps_per_epoch"]) == [math.ceil(1437 / c.batch_size) for c in configs]
+    assert list(values["total_flops"]) == pytest.approx([r.flops_per_sample * 1437 * r.config.epochs for r in results])
+    # contended timings (this machine is shared) never train the time model
+    _, times = training_columns(table.columns, "train_time_s")
+    assert len(times) == sum(1 for r in results if not r.contended)
+    model = sg.fit(table.columns, objectives=("test_accuracy", "peak_memory_mb"), num_boost_round=20)
+    pred = model.predict(table.columns)
+    assert np.all((pred["test_accuracy"].mid >= 0) & (pred["test_accuracy"].mid <= 1))
+    assert np.all(np.isfinite(pred["peak_memory_mb"].mid))
