@@ -21,7 +21,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -411,7 +411,8 @@ def _extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Targe
 # ------------------------------------------------------------------------------- loading models
 
 
-def _load(table: str | Path | None, model_dir: str | Path | None, seed: int) -> tuple[knowledge.Table, Any, list[str], str]:
+def _load(table: str | Path | None, model_dir: str | Path | None, seed: int,
+          on_progress: Callable[[str], None] | None) -> tuple[knowledge.Table, Any, list[str], str]:
     from advisor import surrogate as sg
 
     table_path = Path(table) if table is not None else sg.shipped_table()
@@ -422,6 +423,8 @@ def _load(table: str | Path | None, model_dir: str | Path | None, seed: int) -> 
     if not any(s == "ok" for s in kb["status"]):
         raise KnowledgeBaseError(f"Knowledge base {table_path} has no trials with status 'ok': nothing to learn from.")
     if model_dir is None and table is not None:
+        if on_progress is not None:
+            on_progress(f"Fitting a surrogate on {table_path} ({len(kb)} trials; pass --model-dir to use a saved one)")
         model = sg.fit(kb.columns, seed=seed, source=f"knowledge base {table_path}")
         return kb, model, [], "(fitted on the table)"
     directory = Path(model_dir) if model_dir is not None else sg.shipped_model_dir()
@@ -483,6 +486,7 @@ def recommend(
     candidates_per_framework: int = DEFAULT_CANDIDATES,
     seed: int = 0,
     profile: HardwareProfile | None = None,
+    on_progress: Callable[[str], None] | None = None,
 ) -> Recommendation:
     """Recommend the best configurations for a workload on a hardware target.
 
@@ -503,6 +507,7 @@ def recommend(
         candidates_per_framework: Random search-space points per framework.
         seed: Seed of the candidate draw.
         profile: Hardware profile of the target machine (default: this machine).
+        on_progress: Called with a line before slow steps (fitting a surrogate on ``table``).
 
     Returns:
         A :class:`Recommendation`; its choices are predictions, never measurements.
@@ -521,7 +526,7 @@ def recommend(
             raise invalid_parameter("frameworks", "recommend", f"names from {', '.join(FRAMEWORKS)}", fw)
     workload = describe_workload(dataset, model=model, train_samples=train_samples)
     target = resolve_target(device_kind, gpu_model=gpu_model, cores=cores, profile=profile)
-    kb, surrogate, notes, model_where = _load(table, model_dir, seed)
+    kb, surrogate, notes, model_where = _load(table, model_dir, seed, on_progress)
 
     cands = _candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed)
     if not cands:

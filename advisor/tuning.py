@@ -14,6 +14,7 @@ that any number of workers on any number of machines join with :func:`run_worker
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import zlib
@@ -36,14 +37,16 @@ from advisor._tuning._study import (
 )
 from advisor._tuning._workers import run_local_workers, split_cores
 from advisor.errors import InvalidParameterError, StorageError, invalid_parameter
-from advisor.pareto import ParetoFront, parse_constraint, parse_objectives
+from advisor.pareto import OBJECTIVES, ParetoFront, parse_constraint, parse_objectives
 from advisor.records import Workload
 from advisor.space import SearchSpace, available_cores, combined_space, load_space
+
+logger = logging.getLogger("advisor.tuning")
 
 __all__ = [
     "DEFAULT_STORAGE", "SAMPLERS", "EarlyStopping", "StudyInfo", "StudyProgress", "StudySpec",
     "StudySummary", "TrialCounts", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "SPEC_ATTR",
-    "run_study", "run_worker", "list_studies", "load_front", "load_trials", "resolve_sampler",
+    "create_study", "run_study", "run_worker", "list_studies", "load_front", "load_trials", "resolve_sampler",
     "make_sampler", "optimistic_point", "prune_decision", "split_cores", "count_trials",
     "study_points", "validate_study_name", "validate_storage_url", "mask_url", "resolve_space",
 ]
@@ -67,6 +70,81 @@ def resolve_space(*, space: SearchSpace | str | os.PathLike[str] | None = None,
 
 def _space_record(space: SearchSpace) -> dict[str, Any]:
     return {"name": space.name, "document": dict(space.document), "source": space.source}
+
+
+def create_study(
+    *,
+    study_name: str,
+    workload: Workload,
+    storage: str = DEFAULT_STORAGE,
+    space: SearchSpace | str | os.PathLike[str] | None = None,
+    frameworks: Sequence[str] | None = None,
+    target: str = "cpu",
+    objectives: Sequence[str] | str = ("time", "accuracy", "memory"),
+    n_trials: int = 20,
+    sampler: str = "tpe",
+    seed: int = 0,
+    constraints: Sequence[str] = (),
+    wall_time_s: float | None = None,
+    memory_mb: float | None = None,
+    early_stopping: bool | EarlyStopping = False,
+    warm_start_params: Sequence[Mapping[str, Any]] | None = None,
+    heartbeat_interval: int = DEFAULT_HEARTBEAT_S,
+    grace_period: int = DEFAULT_GRACE_S,
+    cores: int | None = None,
+) -> tuple[Any, StudySpec, SearchSpace]:
+    """Create a study (or load an existing one with the same settings) and store its spec.
+
+    Workers then join it with :func:`run_worker` (or ``advisor worker``) knowing only its name and
+    the storage URL. The arguments are those of :func:`run_study`; ``cores`` resolves the space's
+    ``${cores}`` (default: this process's CPUs).
+
+    Returns:
+        ``(optuna_study, spec, space)``.
+    """
+    import optuna
+
+    validate_study_name(study_name)
+    validate_storage_url(storage)
+    names = parse_objectives(objectives)
+    parsed = [parse_constraint(c) for c in constraints]
+    check_budget(n_trials)
+    resolve_sampler(sampler, n_objectives=len(names), n_trials=n_trials)
+    the_space = resolve_space(space=space, frameworks=frameworks, target=target, cores=cores)
+    stopping = early_stopping if isinstance(early_stopping, EarlyStopping) else (
+        EarlyStopping() if early_stopping else None)
+    spec = StudySpec(
+        workload=workload, space=_space_record(the_space), objectives=names, n_trials=n_trials,
+        constraints=tuple(c.text for c in parsed), sampler=sampler, seed=seed, wall_time_s=wall_time_s,
+        memory_mb=memory_mb, early_stopping=stopping.to_dict() if stopping else None,
+        heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+    )
+    rdb = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+    directions = [OBJECTIVES[n].direction for n in names]
+    try:
+        study = optuna.create_study(study_name=study_name, storage=rdb, directions=directions,
+                                    load_if_exists=True)
+    except ValueError as exc:  # an existing study with other directions
+        raise StorageError(f"Study {study_name!r} exists in {mask_url(storage)} with other objectives: {exc}") from None
+    existing = study.user_attrs.get(SPEC_ATTR)
+    if existing:
+        diff = StudySpec.from_dict(existing).same_study_as(spec)
+        if diff is not None:
+            raise InvalidParameterError(
+                f"Study {study_name!r} already exists with a different {diff}: resume it with the same "
+                f"settings or choose another --study name.")
+    study.set_user_attr(SPEC_ATTR, spec.to_dict())
+    for params in warm_start_params or ():
+        if _fits(the_space, params):
+            study.enqueue_trial(dict(params), skip_if_exists=True)
+        else:
+            logger.warning("warm-start point %s lies outside search space %s; skipped", dict(params), the_space.name)
+    return study, spec, the_space
+
+
+def _fits(space: SearchSpace, params: Mapping[str, Any]) -> bool:
+    active = {p.name: p for p in space.active_params(params)}
+    return set(params) == set(active) and all(active[k].contains(v) for k, v in params.items())
 
 
 def run_study(
@@ -113,7 +191,8 @@ def run_study(
         memory_mb: Per-trial memory cap in MiB (status ``oom``).
         workers: Local worker processes, each on a disjoint slice of the CPU affinity set.
         early_stopping: ``True`` (default settings) or an :class:`EarlyStopping`.
-        warm_start_params: Parameter sets enqueued before sampling starts.
+        warm_start_params: Parameter sets enqueued before sampling starts (points outside the
+            space are skipped with a logged warning).
         workdir: Folder that keeps each trial's folder; ``None`` keeps none.
         heartbeat_interval: Seconds between heartbeats of running trials.
         grace_period: Seconds without heartbeat after which a trial is failed and retried.
@@ -125,47 +204,19 @@ def run_study(
     Raises:
         AdvisorError: Invalid arguments, search space, constraint or storage (one-line messages).
     """
-    import optuna
-
-    validate_study_name(study_name)
-    validate_storage_url(storage)
-    names = parse_objectives(objectives)
-    parsed = [parse_constraint(c) for c in constraints]
-    check_budget(n_trials)
-    resolve_sampler(sampler, n_objectives=len(names), n_trials=n_trials)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise invalid_parameter("workers", "run_study", "an integer >= 1", workers)
     if timeout is not None and not timeout > 0:
         raise invalid_parameter("timeout", "run_study", "a number of seconds > 0", timeout)
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     chunks = split_cores(affinity, workers) if workers > 1 else [affinity]
-    the_space = resolve_space(space=space, frameworks=frameworks, target=target, cores=len(chunks[0]))
-    stopping = early_stopping if isinstance(early_stopping, EarlyStopping) else (
-        EarlyStopping() if early_stopping else None)
-    spec = StudySpec(
-        workload=workload, space=_space_record(the_space), objectives=names, n_trials=n_trials,
-        constraints=tuple(c.text for c in parsed), sampler=sampler, seed=seed, wall_time_s=wall_time_s,
-        memory_mb=memory_mb, early_stopping=stopping.to_dict() if stopping else None,
-        heartbeat_interval=heartbeat_interval, grace_period=grace_period,
-    )
     started = time.monotonic()
-    rdb = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
-    directions = [("minimize" if n != "accuracy" else "maximize") for n in names]
-    try:
-        study = optuna.create_study(study_name=study_name, storage=rdb, directions=directions,
-                                    load_if_exists=True)
-    except ValueError as exc:  # an existing study with other directions
-        raise StorageError(f"Study {study_name!r} exists in {mask_url(storage)} with other objectives: {exc}") from None
-    existing = study.user_attrs.get(SPEC_ATTR)
-    if existing:
-        diff = StudySpec.from_dict(existing).same_study_as(spec)
-        if diff is not None:
-            raise InvalidParameterError(
-                f"Study {study_name!r} already exists with a different {diff}: resume it with the same "
-                f"settings or choose another --study name.")
-    study.set_user_attr(SPEC_ATTR, spec.to_dict())
-    for params in warm_start_params or ():
-        study.enqueue_trial(dict(params), skip_if_exists=True)
+    study, spec, the_space = create_study(
+        study_name=study_name, workload=workload, storage=storage, space=space, frameworks=frameworks,
+        target=target, objectives=objectives, n_trials=n_trials, sampler=sampler, seed=seed,
+        constraints=constraints, wall_time_s=wall_time_s, memory_mb=memory_mb,
+        early_stopping=early_stopping, warm_start_params=warm_start_params,
+        heartbeat_interval=heartbeat_interval, grace_period=grace_period, cores=len(chunks[0]))
 
     interrupted, notes = False, []
     with sigterm_as_interrupt():

@@ -234,6 +234,21 @@ def test_pickled_array_larger_than_the_file_is_refused(tmp_path: Path) -> None:
     _one_line_naming(exc, path, "larger than the file")
 
 
+def test_pickled_byte_array_longer_than_the_file_is_refused(tmp_path: Path) -> None:
+    # Protocol 5's BYTEARRAY8 carries an 8-byte length that the stock unpickler allocates first.
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(b"\x80\x05\x96" + struct.pack("<Q", 1 << 40) + b"\x00" * 16 + b".")
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetFileError) as exc:
+            read_cifar_python(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_ALLOC
+    _one_line_naming(exc, path, "byte array of 1,099,511,627,776 bytes is larger than the file")
+
+
 @pytest.mark.parametrize("batch,phrase", [
     ([1, 2, 3], "holds a list, not a dict"),
     ({b"data": np.zeros((2, 3072), np.uint8)}, "lacks 'data' or 'labels'"),

@@ -65,6 +65,13 @@ def _stat_size(path: Path) -> int:
     return st.st_size
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise file_error(path, f"cannot be read ({exc.strerror or exc})", "check its permissions") from None
+
+
 # ---------------------------------------------------------------------------------------- IDX
 
 
@@ -107,16 +114,24 @@ def read_idx_file(path: str | os.PathLike[str], *, digest: bool = False) -> IdxD
     path = Path(path)
     size = _stat_size(path)
     hasher = hashlib.sha256() if digest else None
-    with open(path, "rb") as raw:
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise file_error(path, f"cannot be read ({exc.strerror or exc})", "check its permissions") from None
+    with raw:
         compressed = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)
         stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
         try:
             return _parse_idx(path, stream, size, compressed, hasher)
+        except DatasetFileError:  # already one line naming the file (it is an OSError too)
+            raise
         except (gzip.BadGzipFile, zlib.error) as exc:
             raise file_error(path, f"is not a valid gzip file ({exc})") from None
         except EOFError:
             raise file_error(path, "is truncated: its gzip stream ends before the end-of-stream marker") from None
+        except OSError as exc:
+            raise file_error(path, f"cannot be read ({exc.strerror or exc})") from None
         finally:
             if compressed:
                 stream.close()
@@ -195,7 +210,7 @@ def read_cifar_binary(path: str | os.PathLike[str], *, digest: bool = True
         raise file_error(path, f"holds {size:,} bytes, which is not a whole number of {CIFAR_RECORD:,}-byte "
                                f"records (1 label + 3,072 pixels): {whole:,} records and {extra:,} stray bytes, "
                                "so it is truncated or not a CIFAR-10 binary batch")
-    raw = path.read_bytes()
+    raw = _read_bytes(path)
     if len(raw) != size:
         raise file_error(path, "changed size while it was being read", "retry once the file is complete")
     records = np.frombuffer(raw, dtype=np.uint8).reshape(-1, CIFAR_RECORD)
@@ -221,7 +236,7 @@ def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
 
     path = Path(path)
     _stat_size(path)
-    raw = path.read_bytes()
+    raw = _read_bytes(path)
     try:
         batch = restricted_loads(raw)
     except UnsafePickleError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import struct
 from typing import Any
 
 import numpy as np
@@ -103,6 +104,9 @@ def _check_dtype_state(state: Any) -> None:
 class _RestrictedUnpickler(pickle._Unpickler):  # the Python implementation, so BUILD can be checked
     dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
     stack: list[Any]
+    append: Any
+    read: Any
+    readinto: Any
 
     def __init__(self, raw: bytes) -> None:
         super().__init__(io.BytesIO(raw), encoding="latin1")
@@ -139,6 +143,18 @@ class _RestrictedUnpickler(pickle._Unpickler):  # the Python implementation, so 
         inst.__setstate__(state)
 
     dispatch[pickle.BUILD[0]] = load_build  # type: ignore[assignment]
+
+    def load_bytearray8(self) -> None:
+        # The stock opcode allocates the declared length before reading: refuse lengths the
+        # file cannot hold, or an 8-byte field could ask for terabytes.
+        (length,) = struct.unpack("<Q", self.read(8))
+        if length > self._checked.limit:
+            raise UnsafePickleError(f"a byte array of {length:,} bytes is larger than the file")
+        buffer = bytearray(length)
+        self.readinto(buffer)
+        self.append(buffer)
+
+    dispatch[pickle.BYTEARRAY8[0]] = load_bytearray8  # type: ignore[assignment]
 
     def _check_array_state(self, state: Any) -> None:
         if not (isinstance(state, tuple) and len(state) == 5 and state[0] == 1

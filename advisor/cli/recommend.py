@@ -190,12 +190,10 @@ def recommend_command(
         max_memory_mb=parse_quantity(max_memory, _UNITS_MB, "--max-memory", "2GB or 512MB") if max_memory else None,
     )
     names = [f.strip() for f in frameworks.split(",") if f.strip()] if frameworks else None
-    if table is not None and model_dir is None:
-        err.print(f"Fitting a surrogate on {table} (pass --model-dir to use a saved one) ...")
     rec = rc.recommend(
         dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
         cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=top, table=table,
-        model_dir=model_dir, candidates_per_framework=candidates, seed=seed,
+        model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
     )
     for warning in rec.warnings:
         err.print(f"warning: {warning}")

@@ -52,8 +52,8 @@ def fit_command(
 
     path = _table_path(table)
     target = out_dir if out_dir is not None else shipped_model_dir()
-    err.print(f"Fitting the surrogate on {path} ...")
-    model = fit_file(path, seed=seed, num_threads=threads, num_boost_round=rounds)
+    model = fit_file(path, seed=seed, num_threads=threads, num_boost_round=rounds,
+                     on_progress=lambda line: err.print(line + " ..."))
     meta_path = save(model, target, table_path=path)
     result = {"table": str(path), "out": str(target), "meta": str(meta_path), "row_counts": model.meta["row_counts"],
               "table_sha256": model.meta["table_sha256"]}

@@ -61,7 +61,8 @@ class TorchTrainer(Trainer):
         try:
             torch.set_num_interop_threads(c.inter_op_threads)
         except RuntimeError as exc:
-            _logger.warning("torch inter-op threads stay at %d: %s", torch.get_num_interop_threads(), exc)
+            if torch.get_num_interop_threads() != c.inter_op_threads:
+                _logger.warning("torch inter-op threads stay at %d: %s", torch.get_num_interop_threads(), exc)
         torch.set_num_threads(c.threads)
         if c.onednn is not None:
             torch.backends.mkldnn.enabled = c.onednn

@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from advisor import __version__
 from advisor.errors import SurrogateError
@@ -200,13 +200,18 @@ def table_warning(surrogate: Surrogate, table_path: str | Path) -> str | None:
     return None
 
 
-def fit_file(table_path: str | Path, *, seed: int = 0, num_threads: int = 1,
-             num_boost_round: int | None = None) -> Surrogate:
-    """Read a knowledge-base file, fit the surrogate on it, and record the table and its sha256."""
+def fit_file(table_path: str | Path, *, seed: int = 0, num_threads: int = 1, num_boost_round: int | None = None,
+             on_progress: Callable[[str], None] | None = None) -> Surrogate:
+    """Read a knowledge-base file, fit the surrogate on it, and record the table and its sha256.
+
+    ``on_progress`` is called with one line once the table is read and fitting starts.
+    """
     from advisor import knowledge
     from advisor.surrogate.model import DEFAULT_ROUNDS, fit
 
     table = knowledge.read(table_path)
+    if on_progress is not None:
+        on_progress(f"Fitting the surrogate on {table_path} ({len(table)} trials)")
     surrogate = fit(table.columns, seed=seed, num_threads=num_threads,
                     num_boost_round=num_boost_round or DEFAULT_ROUNDS, source=f"knowledge base {table_path}")
     surrogate.meta["table"] = str(table_path)

@@ -1,0 +1,199 @@
+"""The CLI of the later stages: `advisor recommend`, `advisor knowledge ...`, `advisor surrogate ...`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import advisor.knowledge as kb
+from advisor import surrogate as sg
+from advisor.cli import app
+from advisor.cli.recommend import _UNITS_MB, _UNITS_S, parse_accuracy, parse_quantity
+
+from _knowledge_rows import make_results, rows
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """TEST DATA: a CPU-only table of constructed trials and a model fitted on it."""
+    folder = tmp_path_factory.mktemp("cli")
+    table = folder / "knowledge.csv.gz"
+    kb.write(rows(200, seed=21), table)
+    sg.save(sg.fit_file(table, num_boost_round=60), folder / "model", table_path=table)
+    return table, folder / "model"
+
+
+def _args(shipped: tuple[Path, Path], *extra: str) -> list[str]:
+    return ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]), "--candidates", "100", *extra]
+
+
+def _one_line_error(result) -> str:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_recommend_json(shipped: tuple[Path, Path]) -> None:
+    result = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--top", "4", "--json"))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert len(data["choices"]) == 4 and data["extrapolation"] is False
+    ids = set(kb.read(shipped[0])["trial_id"])
+    for choice in data["choices"]:
+        assert choice["config"]["framework"] == choice["framework"]
+        assert choice["time_s"]["lo"] <= choice["time_s"]["mid"] <= choice["time_s"]["hi"]
+        assert {e["trial_id"] for e in choice["evidence"]} <= ids
+
+
+def test_recommend_text_says_predicted_and_extrapolation(shipped: tuple[Path, Path]) -> None:
+    result = runner.invoke(app, _args(shipped, "--dataset", "cifar10", "--gpu", "--gpu-model", "NVIDIA H200"))
+    assert result.exit_code == 0, result.output
+    assert "PREDICTED" in result.stdout and "EXTRAPOLATION" in result.stdout
+    assert "no measured GPU trials" in result.stdout
+    assert "measured nearby: trial " in result.stdout
+
+
+def test_recommend_constraints_from_the_command_line(shipped: tuple[Path, Path]) -> None:
+    result = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--max-memory", "0.5GB", "--json"))
+    assert result.exit_code == 0, result.output
+    assert all(c["memory_mb"]["mid"] <= 512 for c in json.loads(result.stdout)["choices"])
+    line = _one_line_error(runner.invoke(app, _args(shipped, "--dataset", "mnist", "--min-accuracy", "99.99%")))
+    assert "--min-accuracy 0.9999" in line and "best predicted accuracy" in line
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--dataset", "imagenet"], "Unknown dataset 'imagenet'"),
+    (["--dataset", "mnist", "--max-memory", "lots"], "'--max-memory' option must be a positive number"),
+    (["--dataset", "mnist", "--min-accuracy", "1.5"], "'--min-accuracy' option must be a fraction"),
+    (["--dataset", "mnist", "--frameworks", "caffe"], "'frameworks' parameter of recommend"),
+    (["--dataset", "mnist", "--max-time", "0.0001s"], "--max-time 0.0001s"),
+])
+def test_recommend_bad_input_is_one_line(shipped: tuple[Path, Path], args: list[str], expected: str) -> None:
+    assert expected in _one_line_error(runner.invoke(app, _args(shipped, *args)))
+
+
+def test_recommend_corrupt_model_or_empty_table(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    sg.save(sg.load(shipped[1]), model, table_path=shipped[0])
+    (model / "peak_memory_mb.q90.txt").write_text("garbage")
+    line = _one_line_error(runner.invoke(app, ["recommend", "--dataset", "mnist", "--table", str(shipped[0]),
+                                               "--model-dir", str(model)]))
+    assert "peak_memory_mb.q90.txt is corrupt" in line
+    empty = tmp_path / "empty.csv.gz"
+    kb.write([], empty)
+    line = _one_line_error(runner.invoke(app, ["recommend", "--dataset", "mnist", "--table", str(empty)]))
+    assert "no trials with status 'ok'" in line
+
+
+def test_recommend_warns_about_a_different_table(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    other = tmp_path / "other.csv.gz"
+    kb.write(rows(30, seed=4), other)
+    result = runner.invoke(app, ["recommend", "--dataset", "mnist", "--table", str(other), "--model-dir",
+                                 str(shipped[1]), "--candidates", "50", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["table_mismatch"] is True
+    assert "warning: The surrogate was trained on a different table" in result.stderr
+
+
+def test_quantities() -> None:
+    assert parse_quantity("2GB", _UNITS_MB, "--max-memory", "") == 2048
+    assert parse_quantity("512 MB", _UNITS_MB, "--max-memory", "") == 512
+    assert parse_quantity("300", _UNITS_MB, "--max-memory", "") == 300
+    assert parse_quantity("10m", _UNITS_S, "--max-time", "") == 600
+    assert parse_quantity("1.5h", _UNITS_S, "--max-time", "") == 5400
+    assert parse_accuracy("99%") == pytest.approx(0.99) and parse_accuracy("0.75") == 0.75
+
+
+def test_recommend_in_a_fresh_process(shipped: tuple[Path, Path]) -> None:
+    done = subprocess.run([sys.executable, "-m", "advisor", "recommend", "--dataset", "nope", "--table",
+                           str(shipped[0]), "--model-dir", str(shipped[1])], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("error: Unknown dataset 'nope'")
+    done = subprocess.run([sys.executable, "-m", "advisor", "recommend", "--dataset", "cifar10", "--gpu", "--json",
+                           "--table", str(shipped[0]), "--model-dir", str(shipped[1])],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["extrapolation"] is True
+
+
+# -------------------------------------------------------------------------------- knowledge
+
+
+def test_knowledge_export_merge_info(tmp_path: Path) -> None:
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name="cli", storage=url)
+    results = make_results(5)
+    for r in results:
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={kb.RESULT_ATTR: r.to_dict()}))
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=2.0))  # not an advisor trial
+    out = tmp_path / "a.csv.gz"
+    result = runner.invoke(app, ["knowledge", "export", "--storage", url, "--study", "cli", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"rows": 5, "skipped": 1, "studies": ["cli"], "out": str(out)}
+
+    other = tmp_path / "b.csv.gz"
+    kb.write(rows(3, seed=7), other)
+    result = runner.invoke(app, ["knowledge", "merge", str(out), str(other), str(out), "--out",
+                                 str(tmp_path / "c.csv.gz"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rows_out"] == 8
+
+    result = runner.invoke(app, ["knowledge", "info", str(tmp_path / "c.csv.gz"), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["rows"] == 8 and sum(info["by_framework"].values()) == 8
+    text = runner.invoke(app, ["knowledge", "info", str(tmp_path / "c.csv.gz")])
+    assert text.exit_code == 0 and "8 trials" in text.stdout and "framework" in text.stdout
+
+
+def test_knowledge_errors_are_one_line(tmp_path: Path) -> None:
+    line = _one_line_error(runner.invoke(app, ["knowledge", "info", str(tmp_path / "missing.csv.gz")]))
+    assert "does not exist" in line
+    a = tmp_path / "a.csv.gz"
+    data = rows(2)
+    kb.write(data, a)
+    changed = [dict(data[0], test_accuracy=0.01)]
+    kb.write(changed, tmp_path / "b.csv.gz")
+    line = _one_line_error(runner.invoke(app, ["knowledge", "merge", str(a), str(tmp_path / "b.csv.gz"),
+                                               "--out", str(tmp_path / "c.csv.gz")]))
+    assert data[0]["trial_id"] in line
+
+
+# -------------------------------------------------------------------------------- surrogate
+
+
+def test_surrogate_fit_and_evaluate(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["surrogate", "fit", "--table", str(shipped[0]), "--out", str(tmp_path / "m"),
+                                 "--rounds", "20", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["table_sha256"] == sg.file_sha256(shipped[0])
+    assert set(data["row_counts"]) == {"train_time_s", "test_accuracy", "peak_memory_mb"}
+    assert sg.load(tmp_path / "m").meta["table"] == str(shipped[0])
+
+    card = tmp_path / "MODEL_CARD.md"
+    result = runner.invoke(app, ["surrogate", "evaluate", "--table", str(shipped[0]), "--rounds", "20", "--json",
+                                 "--card", str(card)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)["figures"]
+    assert {f["scheme"] for f in figures} == {"leave-one-dataset-out", "leave-one-train-size-out", "random-5-fold"}
+    assert "## Held-out quality" in card.read_text()
+
+
+def test_surrogate_fit_on_a_missing_table(tmp_path: Path) -> None:
+    line = _one_line_error(runner.invoke(app, ["surrogate", "fit", "--table", str(tmp_path / "none.csv.gz"),
+                                               "--out", str(tmp_path / "m")]))
+    assert "does not exist" in line

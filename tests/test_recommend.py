@@ -1,0 +1,245 @@
+"""recommend: candidates -> predictions -> constraints -> Pareto -> ranking -> evidence; presets; verify."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import advisor.knowledge as kb
+from advisor import presets
+from advisor import recommend as rc
+from advisor import space
+from advisor import surrogate as sg
+from advisor.errors import ConstraintError, InvalidParameterError, KnowledgeBaseError, UnknownNameError
+from advisor.records import Config
+
+from _knowledge_rows import CPU_PROFILE, make_result, rows
+
+ROUNDS = 100
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """TEST DATA: a CPU-only table of constructed trials (digits, mnist, cifar10) and its model."""
+    folder = tmp_path_factory.mktemp("shipped")
+    table = folder / "knowledge.csv.gz"
+    kb.write(rows(240, seed=5), table)
+    model = sg.fit_file(table, num_boost_round=ROUNDS)
+    sg.save(model, folder / "model", table_path=table)
+    return table, folder / "model"
+
+
+def _rec(shipped: tuple[Path, Path], dataset: str = "mnist", **kwargs):  # type: ignore[no-untyped-def]
+    table, model = shipped
+    kwargs.setdefault("profile", CPU_PROFILE)
+    kwargs.setdefault("candidates_per_framework", 150)
+    return rc.recommend(dataset, table=table, model_dir=model, **kwargs)
+
+
+def test_recommend_returns_ranked_configs_with_bands_and_evidence(shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "mnist", cores=2)
+    assert len(rec.choices) == 3 and [c.rank for c in rec.choices] == [1, 2, 3]
+    assert rec.n_candidates >= 4 * 150 and 0 < rec.n_front <= rec.n_feasible == rec.n_candidates
+    assert not rec.extrapolation and rec.reasons == () and not rec.table_mismatch
+    ids = set(kb.read(shipped[0])["trial_id"])
+    for c in rec.choices:
+        cfg = Config.from_dict(c.config)  # full, valid params
+        assert cfg.framework == c.framework and cfg.threads <= 2 and cfg.device == "cpu"
+        for band in (c.time_s, c.accuracy, c.memory_mb):
+            assert band.lo <= band.mid <= band.hi
+        assert 0 <= c.accuracy.lo and c.accuracy.hi <= 1 and c.time_s.lo > 0 and c.memory_mb.lo > 0
+        assert len(c.evidence) == 3 and all(e.trial_id in ids for e in c.evidence)
+        assert all(e.framework == c.framework for e in c.evidence)  # same framework preferred
+        assert [e.distance for e in c.evidence] == sorted(e.distance for e in c.evidence)
+    assert json.loads(json.dumps(rec.to_dict()))["choices"][0]["config"]["framework"] == rec.choices[0].framework
+
+
+def test_choices_are_on_the_predicted_front(shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "mnist", top=5)
+    pts = np.array([[c.time_s.mid, -c.accuracy.mid, c.memory_mb.mid] for c in rec.choices])
+    assert rc.pareto_mask(pts).all()  # no chosen point dominates another
+
+
+def test_preferences_order_the_front(shipped: tuple[Path, Path]) -> None:
+    fast = _rec(shipped, "mnist", prefer="fast", top=5).choices
+    accurate = _rec(shipped, "mnist", prefer="accurate", top=5).choices
+    lean = _rec(shipped, "mnist", prefer="lean", top=5).choices
+    assert [c.time_s.mid for c in fast] == sorted(c.time_s.mid for c in fast)
+    assert [c.accuracy.mid for c in accurate] == sorted((c.accuracy.mid for c in accurate), reverse=True)
+    assert [c.memory_mb.mid for c in lean] == sorted(c.memory_mb.mid for c in lean)
+    assert fast[0].time_s.mid < accurate[0].time_s.mid and accurate[0].accuracy.mid > fast[0].accuracy.mid
+    balanced = _rec(shipped, "mnist", prefer="balanced").choices[0]
+    assert fast[0].time_s.mid <= balanced.time_s.mid and balanced.accuracy.mid <= accurate[0].accuracy.mid
+
+
+def test_constraints_hold_for_every_choice(shipped: tuple[Path, Path]) -> None:
+    free = _rec(shipped, "mnist", prefer="accurate").choices[0]
+    bound = rc.Constraints(max_time_s=free.time_s.mid / 2, max_memory_mb=400)
+    rec = _rec(shipped, "mnist", constraints=bound, prefer="accurate")
+    assert rec.n_feasible < rec.n_candidates
+    assert all(c.time_s.mid <= bound.max_time_s and c.memory_mb.mid <= 400 for c in rec.choices)
+
+
+def test_impossible_constraint_names_the_bound(shipped: tuple[Path, Path]) -> None:
+    with pytest.raises(ConstraintError, match=r"--min-accuracy 0\.9999: the best predicted accuracy is 0\.\d+"):
+        _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=0.9999))
+    with pytest.raises(ConstraintError, match=r"--max-time 0\.001s: the fastest predicted training time"):
+        _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=0.001, min_accuracy=0.5))
+    with pytest.raises(ConstraintError, match=r"--max-memory 1 MB.* among configurations that meet --max-time"):
+        _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=1e6, max_memory_mb=1))
+
+
+def test_gpu_on_a_cpu_only_table_is_an_extrapolation(shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "cifar10", device_kind="gpu", gpu_model="NVIDIA H200")
+    assert rec.extrapolation and any("no measured GPU trials" in r for r in rec.reasons)
+    assert {c.framework for c in rec.choices} <= {"torch", "tensorflow", "onnxruntime"}  # no sklearn GPU space
+    assert all(c.config["device"] == "cuda" for c in rec.choices)
+    # the bands are widened: twice as wide in log space as the raw quantile prediction
+    c = rec.choices[0]
+    surrogate = sg.load(shipped[1])
+    cand = [rc._Candidate(Config.from_dict(c.config), c.source, None)]
+    raw = surrogate.predict(rc._columns(cand, rec.workload, rec.target))
+    t = raw["train_time_s"]
+    assert c.time_s.mid == pytest.approx(t.mid[0])
+    assert np.log(c.time_s.hi / c.time_s.mid) == pytest.approx(2 * np.log(t.hi[0] / t.mid[0]))
+    assert c.accuracy.hi == pytest.approx(min(1.0, raw["test_accuracy"].hi[0] + 0.1))
+
+
+def test_unmeasured_kind_of_data_is_an_extrapolation(tmp_path: Path) -> None:
+    table = tmp_path / "gray.csv.gz"
+    kb.write(rows(60, seed=2, datasets=("digits", "mnist")), table)
+    rec = rc.recommend("cifar10", table=table, profile=CPU_PROFILE, candidates_per_framework=40)
+    assert rec.extrapolation and any("32x32x3" in r for r in rec.reasons)
+    near = rc.recommend("fashion-mnist", table=table, profile=CPU_PROFILE, candidates_per_framework=40)
+    assert not near.extrapolation, near.reasons
+
+
+def test_table_mismatch_is_flagged(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    other = tmp_path / "other.csv.gz"
+    kb.write(rows(40, seed=8), other)
+    rec = rc.recommend("mnist", table=other, model_dir=shipped[1], profile=CPU_PROFILE, candidates_per_framework=30)
+    assert rec.table_mismatch and "different table" in rec.warnings[0]
+
+
+def test_bad_inputs(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    with pytest.raises(UnknownNameError, match="Unknown dataset 'nope'"):
+        _rec(shipped, "nope")
+    with pytest.raises(InvalidParameterError, match="'prefer'"):
+        _rec(shipped, prefer="cheap")
+    with pytest.raises(InvalidParameterError, match="'train_samples'"):
+        _rec(shipped, "digits", train_samples=10**7)
+    failed_only = tmp_path / "failed.csv.gz"
+    kb.write([kb.row_from_result(make_result(Config(framework="torch"), "mnist", status="oom"))], failed_only)
+    with pytest.raises(KnowledgeBaseError, match="no trials with status 'ok'"):
+        rc.recommend("mnist", table=failed_only, model_dir=shipped[1], profile=CPU_PROFILE)
+
+
+def test_pareto_mask() -> None:
+    pts = np.array([[1, 5], [2, 2], [5, 1], [3, 3], [2, 2], [6, 6]], dtype=float)
+    assert rc.pareto_mask(pts).tolist() == [True, True, True, False, True, False]
+
+
+def test_warm_start_params_fit_the_search_space(shipped: tuple[Path, Path]) -> None:
+    params = rc.warm_start_params("torch", "mnist", None, "cpu", 3, table=shipped[0], model_dir=shipped[1], cores=2)
+    assert len(params) == 3
+    sp = space.load_space("torch-cpu", cores=2)
+    names = {p.name for p in sp.params}
+    for p in params:
+        assert set(p) <= names and sp.to_config(p).framework == "torch"
+
+
+# ---------------------------------------------------------------------------------- presets
+
+
+def test_presets_follow_the_seed_study() -> None:
+    caffe = presets.get_preset("caffe-mnist")
+    assert caffe.framework == "onnxruntime" and not caffe.supports("onnxruntime")
+    cfg = caffe.to_config(framework="torch", threads=2)
+    assert (cfg.framework, cfg.threads) == ("torch", 2)
+    assert (cfg.optimizer, cfg.momentum, cfg.learning_rate, cfg.batch_size, cfg.weight_decay, cfg.epochs) == (
+        "momentum", 0.9, 0.01, 64, 5e-4, 11)  # 10,000 iterations x 64 / 60,000 = 10.7 -> 11
+    assert presets.get_preset("tensorflow-mnist").epochs() == 17  # 16.7 rounded up
+    assert presets.get_preset("tensorflow-cifar10").epochs(scale_epochs=0.01) == 26  # 25.6
+    assert presets.get_preset("torch-cifar10").params()["batch_size"] == 1
+    assert {p.name for p in presets.presets_for("mnist")} == {
+        "tensorflow-mnist", "caffe-mnist", "torch-mnist", "theano-mnist"}
+    assert "caffe-mnist" not in {p.name for p in presets.presets_for("mnist", framework="onnxruntime")}
+    with pytest.raises(InvalidParameterError, match="no momentum"):
+        presets.get_preset("caffe-mnist").to_config()  # its lineage, ONNX Runtime, has no momentum SGD
+    with pytest.raises(UnknownNameError):
+        presets.get_preset("mxnet-mnist")
+    with pytest.raises(InvalidParameterError, match="scale_epochs"):
+        presets.get_preset("torch-mnist").epochs(scale_epochs=0)
+
+
+def test_presets_are_candidates(shipped: tuple[Path, Path]) -> None:
+    wl = rc.describe_workload("mnist")
+    target = rc.resolve_target("cpu", cores=2, profile=CPU_PROFILE)
+    cands = rc._candidates(wl, target, ["torch", "onnxruntime"], per_framework=5, seed=0)
+    sources = [c.source for c in cands]
+    assert sources.count("space:torch-cpu") == 5
+    assert "preset:caffe-mnist" in sources
+    caffe = [c for c in cands if c.source == "preset:caffe-mnist"]
+    assert [c.config.framework for c in caffe] == ["torch"]  # onnxruntime cannot run momentum SGD
+
+
+# ------------------------------------------------------------------------------------ verify
+
+
+def test_verify_explains_what_it_cannot_run(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    from advisor import hardware
+
+    if hardware.identity().gpus:
+        pytest.skip("this machine has a GPU: the no-GPU explanation does not apply")
+    rec = _rec(shipped, "mnist", device_kind="gpu", top=2)
+    results, stats = rc.verify(rec, 2, knowledge_path=tmp_path / "kb.csv.gz")
+    assert [v.status for v in results] == ["skipped", "skipped"] and stats is None
+    assert all("no GPU" in (v.note or "") for v in results)
+    assert not (tmp_path / "kb.csv.gz").exists()
+
+
+@pytest.mark.slow
+def test_verify_runs_the_top_choice_and_remembers_it(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    rec = _rec(shipped, "digits", frameworks=["sklearn"], top=1, cores=1, prefer="fast")
+    results, stats = rc.verify(rec, 1, workdir=tmp_path / "trials", knowledge_path=tmp_path / "mine.csv.gz")
+    (v,) = results
+    assert v.status == "ok", v.note
+    assert v.measured["train_time_s"] > 0 and 0 < v.measured["test_accuracy"] <= 1
+    assert set(v.within_band) == {"train_time_s", "test_accuracy", "peak_memory_mb"}
+    assert stats is not None and stats.rows_out == 1
+    assert kb.read(tmp_path / "mine.csv.gz")["trial_id"] == [v.trial_id]
+
+
+# ------------------------------------------------------------------------------ import hygiene
+
+
+def test_import_recommend_loads_no_framework_or_optuna() -> None:
+    code = ("import advisor.recommend, advisor.presets, advisor.knowledge, advisor.surrogate, sys, json; "
+            "print(json.dumps(sorted(m for m in ('torch', 'tensorflow', 'onnxruntime', 'optuna', 'lightgbm', "
+            "'sklearn', 'matplotlib') if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
+
+
+def test_a_recommendation_loads_no_framework_optuna_or_sklearn(shipped: tuple[Path, Path]) -> None:
+    table, model = shipped
+    code = (
+        "import sys, json\n"
+        "from advisor import recommend as rc\n"
+        "from advisor.records import HardwareProfile\n"
+        f"rec = rc.recommend('cifar10', device_kind='gpu', table={str(table)!r}, model_dir={str(model)!r}, "
+        "candidates_per_framework=50)\n"
+        "assert rec.choices\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'tensorflow', 'onnxruntime', 'optuna', 'sklearn', "
+        "'matplotlib', 'plotly') if m in sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
