@@ -144,7 +144,8 @@ def create_study(
 
 def _fits(space: SearchSpace, params: Mapping[str, Any]) -> bool:
     active = {p.name: p for p in space.active_params(params)}
-    return set(params) == set(active) and all(active[k].contains(v) for k, v in params.items())
+    # A subset is fine: Optuna samples the parameters a warm-start point leaves out.
+    return set(params) <= set(active) and all(active[k].contains(v) for k, v in params.items())
 
 
 def run_study(

@@ -71,6 +71,10 @@ class Trainer(abc.ABC):
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Predicted class labels (int) for ``x``."""
 
+    def describe(self) -> dict[str, Any]:
+        """Facts known only after ``build()``, such as the engine a backend chose for the spec."""
+        return {}
+
     def gpu_peak_memory_mb(self) -> float | None:
         """Peak GPU memory of this trial in MiB, or ``None`` on the CPU."""
         return None
@@ -87,6 +91,7 @@ def batches(n: int, batch_size: int) -> range:
 @dataclass
 class ProtocolResult:
     params: int
+    description: dict[str, Any]
     train_time_s: float
     eval_time_s: float
     inference_throughput: float
@@ -161,6 +166,7 @@ def run_protocol(
     infer = time.perf_counter() - t2
     return ProtocolResult(
         params=params,
+        description=dict(trainer.describe()),
         train_time_s=train_total,
         eval_time_s=eval_total,
         inference_throughput=n / infer if infer > 0 else float("inf"),

@@ -191,6 +191,7 @@ def run(trial_dir: str, channel: Channel) -> None:
     channel.emit({
         "event": "final",
         "params": int(result.params),
+        "description": result.description,
         "train_time_s": result.train_time_s,
         "eval_time_s": result.eval_time_s,
         "inference_throughput": result.inference_throughput,

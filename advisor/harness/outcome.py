@@ -206,6 +206,8 @@ def build_result(log: TrialLog, run: dict[str, Any], *, trial_id: str, started_a
     extra: dict[str, Any] = {}
     if trial_dir is not None:
         extra["trial_dir"] = str(trial_dir)
+    if final and isinstance(final.get("description"), dict):
+        extra.update({str(k): v for k, v in final["description"].items()})
 
     framework_version, library_versions = _versions(config.framework, imported.get("versions") or {})
     hardware_id, gpu_model = _hardware(config)
