@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 PREFERENCES = ("fast", "accurate", "lean", "balanced")
-DEFAULT_CANDIDATES = 600  # per framework; a few thousand in all
+DEFAULT_CANDIDATES = 500  # per framework; a few thousand in all
 EVIDENCE_K = 3
 # How much wider an extrapolated band is: x2 in log space for time and memory, +-0.1 accuracy.
 WIDEN_LOG = 2.0
@@ -549,7 +549,7 @@ def recommend(
     pool = np.array(_layers(costs, top))
     ordered = pool[_rank(costs[pool], prefer)]
     space = _Space(surrogate, kb)
-    choices = []
+    choices: list[Choice] = []
     seen: set[str] = set()
     for j in ordered:
         i = int(idx[j])

@@ -48,7 +48,7 @@ __all__ = [
     "StudySummary", "TrialCounts", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "SPEC_ATTR",
     "create_study", "run_study", "run_worker", "list_studies", "load_front", "load_trials", "resolve_sampler",
     "make_sampler", "optimistic_point", "prune_decision", "split_cores", "count_trials",
-    "study_points", "validate_study_name", "validate_storage_url", "mask_url", "resolve_space",
+    "study_points", "validate_study_name", "validate_storage_url", "mask_url", "resolve_space", "open_storage",
 ]
 
 
@@ -120,7 +120,7 @@ def create_study(
         heartbeat_interval=heartbeat_interval, grace_period=grace_period,
     )
     rdb = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
-    directions = [OBJECTIVES[n].direction for n in names]
+    directions: list[Any] = [OBJECTIVES[n].direction for n in names]
     try:
         study = optuna.create_study(study_name=study_name, storage=rdb, directions=directions,
                                     load_if_exists=True)
@@ -219,7 +219,7 @@ def run_study(
         early_stopping=early_stopping, warm_start_params=warm_start_params,
         heartbeat_interval=heartbeat_interval, grace_period=grace_period, cores=len(chunks[0]))
 
-    interrupted, notes = False, []
+    interrupted, notes = False, list[str]()
     with sigterm_as_interrupt():
         if workers == 1:
             try:

@@ -62,12 +62,15 @@ def test_learns_digits(digits: dict[str, np.ndarray], model: str) -> None:
     assert result.params == param_count(get_model(model), (8, 8, 1), 10)
     assert events[-1]["loss"] < events[0]["loss"] / 3
     assert events[-1]["test_accuracy"] >= 0.90
+    assert result.description["ort_optimizer"] == "AdamW"
 
 
 def test_plain_sgd_learns_digits(digits: dict[str, np.ndarray]) -> None:
     config = Config(**{**SHARED, "optimizer": "sgd", "learning_rate": 0.05, "epochs": 5})
-    _, events = _run(config, "mlp", digits)
+    result, events = _run(config, "mlp", digits)
     assert events[-1]["test_accuracy"] >= 0.90
+    assert result.description["ort_optimizer"] == "SGD"
+    assert result.description["weight_decay_kind"] == "none
 
 
 @pytest.mark.parametrize(("model", "shape"), [

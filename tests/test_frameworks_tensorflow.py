@@ -70,8 +70,9 @@ def test_xla_step_trains(digits: dict[str, np.ndarray]) -> None:
     trainer = TensorFlowTrainer(config)
     assert trainer.configure()["xla"] is True
     trainer.close()
-    _, events = _run(config, "mlp", digits)
+    result, events = _run(config, "mlp", digits)
     assert events[-1]["test_accuracy"] >= 0.85
+    assert result.description["jit_compile"] is True
 
 
 @pytest.mark.parametrize(("model", "shape"), [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import warnings
 from pathlib import Path
@@ -79,9 +80,16 @@ def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT
     from advisor._imports import try_import
 
     validate_storage_url(url)
-    scheme = url.split("://", 1)[0].lower()
+    scheme, rest = url.split("://", 1)
+    scheme = scheme.lower()
     if scheme.startswith("postgresql"):
-        try_import("psycopg2" if scheme != "postgresql+psycopg" else "psycopg", feature="a PostgreSQL storage")
+        if scheme == "postgresql":
+            # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when only it is here.
+            driver = "psycopg" if importlib.util.find_spec("psycopg") is not None else "psycopg2"
+            url = f"postgresql+{driver}://{rest}"
+        else:
+            driver = scheme.split("+", 1)[1]
+        try_import(driver, feature="a PostgreSQL storage")
         engine_kwargs: dict[str, Any] = {"pool_pre_ping": True}
     else:
         # Several local workers share one SQLite file: wait for the lock instead of failing.

@@ -174,7 +174,7 @@ def recommend_command(
     verify: Annotated[int, typer.Option("--verify", min=0, help="Run the top N for real and compare.")] = 0,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Dataset files for --verify.")] = None,
     candidates: Annotated[int, typer.Option("--candidates", min=10, max=20000,
-                                            help="Random candidates per framework.")] = 600,
+                                            help="Random candidates per framework.")] = 500,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the candidate draw.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:

@@ -39,7 +39,7 @@ def fit_command(
     table: TableOption = None,
     out_dir: Annotated[Optional[Path], typer.Option(
         "--out", help="Model folder to write. Default: the shipped model folder.")] = None,
-    rounds: RoundsOption = 300,
+    rounds: RoundsOption = 150,
     threads: ThreadsOption = 1,
     seed: Annotated[int, typer.Option("--seed", min=0, help="LightGBM seed.")] = 0,
     as_json: JsonOption = False,
@@ -74,7 +74,7 @@ def _fmt(value: float | None, pct: bool = False) -> str:
 @user_errors
 def evaluate_command(
     table: TableOption = None,
-    rounds: RoundsOption = 300,
+    rounds: RoundsOption = 150,
     threads: ThreadsOption = 1,
     card: Annotated[Optional[Path], typer.Option(
         "--card", help="Also write the model card (Markdown) here, e.g. surrogate/MODEL_CARD.md.")] = None,

@@ -178,11 +178,22 @@ class OnnxRuntimeTrainer(Trainer):
         self.optimizer_.set_learning_rate(cfg.learning_rate)
         return int(self.module_.get_parameters_size(trainable_only=True))
 
+    def describe(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "onnx_opset": _onnx_graph.OPSET,
+            "ort_optimizer": "AdamW" if cfg.optimizer == "adam" else "SGD",
+            "weight_decay_kind": "decoupled" if cfg.optimizer == "adam" else "none",
+            "avgpool_as": "Slice+Reshape+ReduceMean",
+            "eval_path": "training Module in eval mode",
+        }
+
     # -- training ------------------------------------------------------------------------------
 
     def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
         module, optimizer = self.module_, self.optimizer_
         bs = self.config.batch_size
+        # The NHWC -> NCHW copy stays inside the timed epoch: it is this backend's layout cost.
         xs = _to_nchw(x)
         ys = np.ascontiguousarray(y, dtype=np.int64)
         module.train()

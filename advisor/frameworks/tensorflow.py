@@ -212,6 +212,13 @@ class TensorFlowTrainer(Trainer):
         signature = [tf.TensorSpec([None, *input_shape], tf.float32)]
         return tf.function(forward, input_signature=signature, jit_compile=bool(self.config.xla))
 
+    def describe(self) -> dict[str, Any]:
+        return {
+            "jit_compile": bool(self.config.xla),
+            "dtype_policy": "mixed_float16" if self._mixed else "float32",
+            "weight_decay_kind": "l2" if self.config.weight_decay > 0 else "none",
+        }
+
     # -- training ------------------------------------------------------------------------------
 
     def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:

@@ -50,7 +50,7 @@ OBJECTIVES = ("train_time_s", "test_accuracy", "peak_memory_mb")
 QUANTILES = (0.1, 0.5, 0.9)
 LOG_OBJECTIVES = frozenset({"train_time_s", "peak_memory_mb"})
 MIN_ROWS = 5
-DEFAULT_ROUNDS = 300
+DEFAULT_ROUNDS = 150
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def lgb_params(*, alpha: float, n_rows: int, seed: int, num_threads: int) -> dic
     return {
         "objective": "quantile",
         "alpha": alpha,
-        "learning_rate": 0.05,
+        "learning_rate": 0.1,
         "num_leaves": 31,
         "min_data_in_leaf": min_leaf,
         "min_data_per_group": min_leaf,

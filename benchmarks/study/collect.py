@@ -86,19 +86,18 @@ def _sample(cell: Cell, rng: np.random.Generator, cores: int) -> dict:
 
 
 def _record(study: optuna.Study, params: dict, result: TrialResult) -> None:
-    from advisor.tuning import result_attr  # JSON-safe dict of the result
+    from advisor._tuning._read import json_safe  # the same JSON-safe form tuning stores
 
-    attrs = {"advisor.result": result_attr(result), "advisor.status": result.status}
+    attrs = {"advisor.result": json_safe(result.to_dict()), "advisor.status": result.status,
+             "advisor.params": json_safe(params)}
     if result.status == "ok":
         values = [result.train_time_s, result.test_accuracy, result.peak_memory_mb]
         state = optuna.trial.TrialState.COMPLETE
     else:
         values = None
         state = optuna.trial.TrialState.PRUNED if result.status == "pruned" else optuna.trial.TrialState.FAIL
-    dists = {k: optuna.distributions.CategoricalDistribution([v]) for k, v in params.items()}
-    study.add_trial(optuna.trial.create_trial(
-        params=params, distributions=dists, values=values, state=state, user_attrs=attrs,
-    ))
+    # Random draws need no Optuna distributions; the config lives in the result.
+    study.add_trial(optuna.trial.create_trial(values=values, state=state, user_attrs=attrs))
 
 
 def main(argv: list[str] | None = None) -> int:
