@@ -70,7 +70,7 @@ def test_plain_sgd_learns_digits(digits: dict[str, np.ndarray]) -> None:
     result, events = _run(config, "mlp", digits)
     assert events[-1]["test_accuracy"] >= 0.90
     assert result.description["ort_optimizer"] == "SGD"
-    assert result.description["weight_decay_kind"] == "none
+    assert result.description["weight_decay_kind"] == "none"
 
 
 @pytest.mark.parametrize(("model", "shape"), [
@@ -174,13 +174,16 @@ def test_configure_reports_session_options(intra: int, inter: int, mode: str | N
     trainer.close()
 
 
-def test_versions_and_artifact_cleanup() -> None:
+def test_artifacts_live_in_the_trial_folder_and_are_removed(tmp_path, monkeypatch) -> None:
+    (tmp_path / "trial.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
     trainer = OnnxRuntimeTrainer(Config(framework="onnxruntime"))
     trainer.configure()
     assert trainer.versions()["onnxruntime"] == onnxruntime.__version__
     trainer.build(get_model("mlp"), (8, 8, 1), 10)
     folder = trainer._dir
-    assert folder is not None and os.path.isfile(os.path.join(folder, "training_model.onnx"))
+    assert folder is not None and os.path.dirname(folder) == str(tmp_path)
+    assert os.path.isfile(os.path.join(folder, "training_model.onnx"))
     trainer.close()
     assert not os.path.exists(folder)
 

@@ -92,7 +92,8 @@ def _print(rec: Any) -> None:
     shape = "x".join(map(str, w.input_shape))
     where = rec.target.device_kind.upper() + (f" ({rec.target.gpu_model})" if rec.target.gpu_model else "")
     out.print(f"Workload: {w.dataset} ({shape}, {w.num_classes} classes, {w.train_samples:,} training samples), "
-              f"model {w.model}; target {where}, {rec.target.cores} cores; preference {rec.preference}.")
+              f"model {w.model}; target {where}, {rec.target.cores} core{'' if rec.target.cores == 1 else 's'}; "
+              f"preference {rec.preference}.")
     out.print(f"{rec.n_candidates} candidates, {rec.n_feasible} meet the constraints, {rec.n_front} on the "
               f"predicted Pareto front. All figures below are PREDICTED (median [10%-90%]), not measured.")
     if rec.extrapolation:

@@ -156,8 +156,11 @@ class OnnxRuntimeTrainer(Trainer):
             optimizer: Any = onnxblock.optim.AdamW(eps=1e-8, weight_decay=cfg.weight_decay)
         else:
             optimizer = artifacts.OptimType.SGD
-        # TMPDIR decides where this goes; the harness can point it into the trial's folder.
-        self._dir = tempfile.mkdtemp(prefix="advisor-ort-")
+        # In a trial child the working directory is the trial's folder (it holds trial.json), so
+        # the artifacts stay with the trial; elsewhere (tests, notebooks) they go to the temp dir.
+        here = os.getcwd()
+        parent = here if os.path.isfile(os.path.join(here, "trial.json")) else None
+        self._dir = tempfile.mkdtemp(prefix="ort-artifacts-", dir=parent)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
         folder = Path(self._dir)
         artifacts.generate_artifacts(
