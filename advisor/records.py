@@ -171,6 +171,11 @@ class Config(_JsonRecord):
                 "optimizer", "Config (framework 'onnxruntime')",
                 "'sgd' or 'adam' (ONNX Runtime's training SGD has no momentum)", self.optimizer,
             )
+        if self.framework == "onnxruntime" and self.optimizer == "sgd" and self.weight_decay > 0:
+            raise invalid_parameter(
+                "weight_decay", "Config (framework 'onnxruntime', optimizer 'sgd')",
+                "0 (ONNX Runtime's training SGD has no weight decay; use optimizer 'adam')", self.weight_decay,
+            )
         _check_int(o, "seed", self.seed, low=0)
 
     @property

@@ -83,3 +83,9 @@ def test_from_dict_rejects_unknown_keys() -> None:
     data["colour"] = "red"
     with pytest.raises(InvalidParameterError, match="colour"):
         Config.from_dict(data)
+
+
+def test_config_rejects_ort_sgd_weight_decay() -> None:
+    with pytest.raises(InvalidParameterError, match="no weight decay"):
+        Config(framework="onnxruntime", optimizer="sgd", weight_decay=1e-4)
+    assert Config(framework="onnxruntime", optimizer="adam", weight_decay=1e-4).weight_decay == 1e-4
