@@ -87,6 +87,7 @@ def create_study(
     constraints: Sequence[str] = (),
     wall_time_s: float | None = None,
     memory_mb: float | None = None,
+    limits: Any | None = None,
     early_stopping: bool | EarlyStopping = False,
     warm_start_params: Sequence[Mapping[str, Any]] | None = None,
     heartbeat_interval: int = DEFAULT_HEARTBEAT_S,
@@ -97,7 +98,8 @@ def create_study(
 
     Workers then join it with :func:`run_worker` (or ``advisor worker``) knowing only its name and
     the storage URL. The arguments are those of :func:`run_study`; ``cores`` resolves the space's
-    ``${cores}`` (default: this process's CPUs).
+    ``${cores}`` (default: this process's CPUs). ``limits`` (an :class:`advisor.harness.Limits`)
+    overrides ``wall_time_s`` and ``memory_mb``.
 
     Returns:
         ``(optuna_study, spec, space)``.
@@ -111,6 +113,8 @@ def create_study(
     check_budget(n_trials)
     resolve_sampler(sampler, n_objectives=len(names), n_trials=n_trials)
     the_space = resolve_space(space=space, frameworks=frameworks, target=target, cores=cores)
+    if limits is not None:
+        wall_time_s, memory_mb = limits.wall_time_s, limits.memory_mb
     stopping = early_stopping if isinstance(early_stopping, EarlyStopping) else (
         EarlyStopping() if early_stopping else None)
     spec = StudySpec(
@@ -164,6 +168,7 @@ def run_study(
     constraints: Sequence[str] = (),
     wall_time_s: float | None = None,
     memory_mb: float | None = None,
+    limits: Any | None = None,
     workers: int = 1,
     early_stopping: bool | EarlyStopping = False,
     warm_start_params: Sequence[Mapping[str, Any]] | None = None,
@@ -190,6 +195,7 @@ def run_study(
         constraints: Strings such as ``"accuracy>=0.98"``, ``"memory<=2GB"``, ``"time<=60"``.
         wall_time_s: Per-trial wall-time limit (status ``timeout``).
         memory_mb: Per-trial memory cap in MiB (status ``oom``).
+        limits: An :class:`advisor.harness.Limits`; overrides ``wall_time_s`` and ``memory_mb``.
         workers: Local worker processes, each on a disjoint slice of the CPU affinity set.
         early_stopping: ``True`` (default settings) or an :class:`EarlyStopping`.
         warm_start_params: Parameter sets enqueued before sampling starts (points outside the
@@ -215,7 +221,7 @@ def run_study(
     study, spec, the_space = create_study(
         study_name=study_name, workload=workload, storage=storage, space=space, frameworks=frameworks,
         target=target, objectives=objectives, n_trials=n_trials, sampler=sampler, seed=seed,
-        constraints=constraints, wall_time_s=wall_time_s, memory_mb=memory_mb,
+        constraints=constraints, wall_time_s=wall_time_s, memory_mb=memory_mb, limits=limits,
         early_stopping=early_stopping, warm_start_params=warm_start_params,
         heartbeat_interval=heartbeat_interval, grace_period=grace_period, cores=len(chunks[0]))
 

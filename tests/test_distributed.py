@@ -57,7 +57,8 @@ def test_two_workers_one_killed_mid_trial(postgres_url: str, tmp_path: Path) -> 
         deadline = time.monotonic() + 120
         while killed_number is None and time.monotonic() < deadline:
             for t in study.get_trials(deepcopy=False):
-                if t.state.name == "RUNNING" and str(t.user_attrs.get("advisor.worker", "")).endswith(f"-{victim.pid}"):
+                if (t.state.name == "RUNNING" and "advisor.started" in t.user_attrs
+                        and str(t.user_attrs.get("advisor.worker", "")).endswith(f"-{victim.pid}")):
                     killed_number = t.number
                     break
             else:

@@ -236,8 +236,8 @@ def test_framework_union_explores_two_frameworks(tmp_path: Path) -> None:
     summary = run_study(study_name="any", workload=Workload(dataset="digits", model="mlp", train_samples=150,
                                                            test_samples=60),
                         storage=db, frameworks=["sklearn", "torch"], objectives="time,accuracy",
-                        n_trials=6, seed=3, sampler="random")
-    assert summary.counts.finished == 6
+                        n_trials=4, seed=3, sampler="random")
+    assert summary.counts.finished == 4
     _, trials = load_trials("any", db)
     frameworks = {t.params["framework"] for t in trials}
     assert frameworks == {"sklearn", "torch"}

@@ -238,6 +238,7 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
                 return True
 
         granted = list(cores)[: config.threads] if cores else None
+        trial.set_user_attr("advisor.started", time.time())  # the trial's process is being spawned
         try:
             result = run_trial(spec.workload, config, limits=limits, cores=granted, workdir=workdir,
                                study=trial.study.study_name, trial_number=trial.number, on_epoch=on_epoch)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from advisor.errors import InvalidParameterError
 
@@ -99,6 +100,8 @@ def run_local_workers(
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
             notes.append(f"worker {i} exited with code {p.returncode} ({tail[0] if tail else 'no output'}); log: {log}")
         interrupted = interrupted or p.returncode == 130
+    if not notes:
+        shutil.rmtree(log_dir, ignore_errors=True)
     return interrupted, notes
 
 
