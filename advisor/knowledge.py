@@ -615,9 +615,12 @@ def export(
     """
     import optuna  # the storage of record; imported here so the module stays light
 
+    from advisor.tuning import open_storage  # psycopg2 driver selection, URL validation
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        names = list(studies) if studies else optuna.get_all_study_names(storage=storage_url)
+        storage = open_storage(storage_url, heartbeat_interval=None, grace_period=None)
+        names = list(studies) if studies else optuna.get_all_study_names(storage=storage)
     except Exception as exc:  # noqa: BLE001 - optuna raises many storage-specific errors
         raise StorageError(f"Cannot open the study storage {storage_url!r}: {exc}") from None
     profiles = _Profiles(hardware)
@@ -625,7 +628,7 @@ def export(
     skipped = 0
     for name in names:
         try:
-            study = optuna.load_study(study_name=name, storage=storage_url)
+            study = optuna.load_study(study_name=name, storage=storage)
         except Exception as exc:  # noqa: BLE001
             raise StorageError(f"Cannot load study {name!r} from {storage_url!r}: {exc}") from None
         attr = study.user_attrs.get("advisor.hardware")
