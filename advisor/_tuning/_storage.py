@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import re
 import warnings
 from pathlib import Path
@@ -16,6 +17,27 @@ DEFAULT_STORAGE = "sqlite:///advisor.db"
 _SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg2", "postgresql+psycopg")
 DEFAULT_HEARTBEAT_S = 10
 DEFAULT_GRACE_S = 60
+
+logger = logging.getLogger("advisor.tuning")
+
+
+def _heartbeat_tolerant(base: Any) -> Any:
+    """``RDBStorage`` whose heartbeat survives a failed write.
+
+    Optuna's heartbeat thread ends at the first exception, so a database restart would stop the
+    heartbeats of a trial that is still running; after the grace period another worker would
+    fail it and run it again. A heartbeat that cannot be written is logged and skipped instead.
+    """
+
+    class _Storage(base):  # type: ignore[misc, valid-type]
+        def record_heartbeat(self, trial_id: int) -> None:
+            try:
+                super().record_heartbeat(trial_id)
+            except Exception as exc:  # noqa: BLE001 - any database error; the next beat retries
+                logger.warning("heartbeat of trial id %s not recorded (%s)", trial_id,
+                               " ".join(str(exc).split())[:200])
+
+    return _Storage
 
 
 def mask_url(url: str) -> str:
@@ -104,7 +126,7 @@ def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT
                     "grace_period": int(grace_period or DEFAULT_GRACE_S),
                     "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
                 }
-            return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+            return _heartbeat_tolerant(RDBStorage)(url, engine_kwargs=engine_kwargs, **kwargs)
     except (InvalidParameterError, ImportError):
         raise
     except Exception as exc:  # sqlalchemy's OperationalError and friends

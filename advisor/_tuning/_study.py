@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import signal
@@ -29,6 +30,55 @@ __all__ = ["StudySpec", "StudyProgress", "StudySummary", "worker_loop", "sigterm
 
 logger = logging.getLogger("advisor.tuning")
 POLL_S = 1.0
+STORAGE_OUTAGE_S = 120.0  # how long a worker rides out an unreachable database before giving up
+
+
+def _first_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def is_outage(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or while handling, means the database
+    is unreachable (restarting, connection dropped, SQLite lock timeout)."""
+    import optuna
+    import sqlalchemy.exc
+
+    kinds = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError,
+             sqlalchemy.exc.InterfaceError)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kinds):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def outage_error(exc: BaseException, waited_s: float) -> StorageError:
+    cause = exc.__cause__ or exc.__context__ or exc
+    return StorageError(f"The study storage stayed unreachable for {waited_s:.0f} s ({_first_line(cause)}); "
+                        f"finished trials are kept: run the worker again once the database is back.")
+
+
+def retry_storage(call: Callable[[], Any], *, what: str, window_s: float = STORAGE_OUTAGE_S) -> Any:
+    """``call()``, retried with back-off while the database is unreachable, for up to ``window_s``.
+
+    Raises:
+        StorageError: One line, when the database stays unreachable.
+    """
+    started, delay = time.monotonic(), 0.5
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            waited = time.monotonic() - started
+            if not is_outage(exc):
+                raise
+            if waited >= window_s:
+                raise outage_error(exc, waited) from None
+            logger.warning("study storage unreachable while %s; retrying (%s)", what, _first_line(exc))
+            time.sleep(delay)
+            delay = min(2 * delay, 5.0)
 
 
 @dataclass(frozen=True)
@@ -246,10 +296,12 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
             trial.set_user_attr(STATUS_ATTR, "failed")
             trial.set_user_attr(ERROR_ATTR, "interrupted: the study was stopped during this trial")
             raise
-        trial.set_user_attr(RESULT_ATTR, json_safe(result.to_dict()))
-        trial.set_user_attr(STATUS_ATTR, result.status)
+        record = {RESULT_ATTR: json_safe(result.to_dict()), STATUS_ATTR: result.status}
         if result.error:
-            trial.set_user_attr(ERROR_ATTR, str(result.error)[:2000])
+            record[ERROR_ATTR] = str(result.error)[:2000]
+        for key, value in record.items():  # the measurement is done: keep it through a restart
+            retry_storage(functools.partial(trial.set_user_attr, key, value),
+                          what=f"recording trial {trial.number}")
         if result.status == "pruned":
             raise optuna.TrialPruned(trial.user_attrs.get(PRUNE_ATTR, "pruned"))
         values = _objective_values(result, spec.objectives) if result.status == "ok" else None
@@ -289,37 +341,51 @@ def worker_loop(
     sampler_name = ""
     sampler = None
     last = ""
+    outage_since: float | None = None
     while True:
-        spec = read_spec(study)
-        if sampler is None or sampler_name != spec.sampler:
-            sampler_name = spec.sampler
-            sampler = make_sampler(spec.sampler, n_objectives=len(spec.objectives),
-                                   n_trials=spec.n_trials, seed=seed, parallel=parallel)
-            study.sampler = sampler
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(study)
-        counts = count_trials(study.get_trials(deepcopy=False))
-        if counts.finished >= spec.n_trials:
-            return False
-        if counts.finished + counts.running >= spec.n_trials:
-            time.sleep(POLL_S)
-            continue
-        objective = make_objective(spec, space, cores=cores, workdir=workdir, worker=worker)
         try:
+            spec = read_spec(study)
+            if sampler is None or sampler_name != spec.sampler:
+                sampler_name = spec.sampler
+                sampler = make_sampler(spec.sampler, n_objectives=len(spec.objectives),
+                                       n_trials=spec.n_trials, seed=seed, parallel=parallel)
+                study.sampler = sampler
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                study.optimize(objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
-        except KeyboardInterrupt:
-            return True
-        done = study.get_trials(deepcopy=False)[-1:]
-        if done:
-            t = done[0]
-            last = f"trial {t.number}: {t.user_attrs.get(STATUS_ATTR, t.state.name.lower())}"
-        if progress is not None:
-            progress(progress_of(study, spec, last=last))
+                optuna.storages.fail_stale_trials(study)
+            counts = count_trials(study.get_trials(deepcopy=False))
+            if counts.finished >= spec.n_trials:
+                return False
+            if counts.finished + counts.running >= spec.n_trials:
+                time.sleep(POLL_S)
+                continue
+            objective = make_objective(spec, space, cores=cores, workdir=workdir, worker=worker)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.optimize(objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+            except KeyboardInterrupt:
+                return True
+            done = study.get_trials(deepcopy=False)[-1:]
+            if done:
+                t = done[0]
+                last = f"trial {t.number}: {t.user_attrs.get(STATUS_ATTR, t.state.name.lower())}"
+            if progress is not None:
+                progress(progress_of(study, spec, last=last))
+            outage_since = None
+        except Exception as exc:
+            # A database restart or a dropped connection: wait for it to come back (the
+            # engine's pool_pre_ping reconnects), and give up with one line if it does not.
+            if not is_outage(exc):
+                raise
+            now = time.monotonic()
+            outage_since = now if outage_since is None else outage_since
+            if now - outage_since >= STORAGE_OUTAGE_S:
+                raise outage_error(exc, now - outage_since) from None
+            logger.warning("study storage unreachable; retrying (%s)", _first_line(exc))
+            time.sleep(POLL_S)
 
 
 def check_budget(n_trials: Any) -> int:

@@ -1,0 +1,478 @@
+"""Faults during tuning: killed workers and parents, ^C and SIGTERM, a restarted database, a full disk.
+
+Every case asserts what is kept (finished trials, their ids), what the interrupted trial became
+(FAIL, or retried), that nothing is left RUNNING, and that resuming reaches the budget.
+
+Covered elsewhere and not repeated here:
+- SIGKILL of a worker mid-trial on PostgreSQL: tests/test_distributed.py (the SQLite twin is here);
+- SIGKILL of ``run_trial``'s process leaves no orphan child: tests/test_harness.py
+  ``test_child_dies_when_the_parent_is_killed`` (here: the same through a whole study, then resumed);
+- SIGTERM to a one-worker ``advisor tune``: tests/test_tuning.py
+  ``test_sigterm_keeps_finished_trials_and_the_study_resumes`` (here: ^C, and SIGTERM with two workers);
+- a child that floods or garbles its progress channel: tests/test_harness.py
+  ``test_hostile_event_channel_fails_the_trial_with_bounded_memory`` (here: at study level).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import psutil
+import pytest
+
+from advisor.records import Workload
+from advisor.tuning import count_trials, create_study, open_storage, run_study
+from test_reliability_load import LOAD_WORKLOAD, quick_space, start_worker, stop_all
+
+REPO = Path(__file__).resolve().parents[1]
+POSTGRES_SH = REPO / ".ci" / "postgres.sh"
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def _trials(name: str, url: str) -> list[Any]:
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=open_storage(url, heartbeat_interval=None)
+                             ).get_trials(deepcopy=False)
+
+
+def _wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, alive: subprocess.Popen[Any] | None = None,
+              log: Path | None = None) -> Any:
+    """Poll until ``predicate()`` is truthy (a hang guard, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except Exception:  # noqa: BLE001 - the study may not exist yet, or SQLite is busy
+            value = None
+        if value:
+            return value
+        if alive is not None and alive.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            pytest.fail(f"the process exited ({alive.returncode}) before {what}: {tail}")
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _running_trial(name: str, url: str, *, worker_suffix: str | None = None, min_complete: int = 0) -> Any:
+    """A RUNNING trial whose process was spawned, once ``min_complete`` trials are complete."""
+    trials = _trials(name, url)
+    if sum(t.state.name == "COMPLETE" for t in trials) < min_complete:
+        return None
+    for t in trials:
+        if t.state.name == "RUNNING" and "advisor.started" in t.user_attrs and (
+                worker_suffix is None or str(t.user_attrs.get("advisor.worker", "")).endswith(worker_suffix)):
+            return t
+    return None
+
+
+def _live_processes_mentioning(text: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if text in " ".join(proc.info["cmdline"] or ()) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _assert_no_orphans(marker: str) -> None:
+    # The trial children die with their parent (PR_SET_PDEATHSIG); give the kernel a moment.
+    deadline = time.monotonic() + 15
+    while _live_processes_mentioning(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = _live_processes_mentioning(marker)
+    for proc in alive:
+        proc.kill()
+    assert alive == [], "orphaned trial processes"
+
+
+def _result_ids(trials: list[Any], state: str = "COMPLETE") -> set[str]:
+    return {t.user_attrs["advisor.result"]["trial_id"] for t in trials
+            if t.state.name == state and "advisor.result" in t.user_attrs}
+
+
+def _one_line_error(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-3000:]
+    return lines[0]
+
+
+# --------------------------------------------------------------------- killed workers (SQLite)
+
+
+def test_sigkill_of_a_worker_mid_trial_on_sqlite(tmp_path: Path) -> None:
+    """The SQLite twin of tests/test_distributed.py: the killed trial is failed, retried once."""
+    url = f"sqlite:///{tmp_path / 'kill.db'}"
+    name, n = "kill", 4
+    create_study(study_name=name, storage=url, space=str(quick_space(tmp_path / "q.yaml")), workload=LOAD_WORKLOAD,
+                 objectives="time,accuracy", n_trials=n, sampler="random", heartbeat_interval=1, grace_period=3)
+    trials_dir = tmp_path / "trials"
+    victim = start_worker(name, url, tmp_path / "victim.log", workdir=trials_dir)
+    survivor = start_worker(name, url, tmp_path / "survivor.log", workdir=trials_dir)
+    try:
+        killed = _wait_for(lambda: _running_trial(name, url, worker_suffix=f"-{victim.pid}"), timeout=180,
+                           what="the victim's trial", alive=victim, log=tmp_path / "victim.log")
+        os.killpg(victim.pid, signal.SIGKILL)  # the worker and everything in its session, mid-trial
+        victim.wait(timeout=30)
+        assert survivor.wait(timeout=300) == 0, (tmp_path / "survivor.log").read_text()[-3000:]
+    finally:
+        stop_all([victim, survivor])
+    _assert_no_orphans(str(trials_dir))
+
+    trials = _trials(name, url)
+    counts = count_trials(trials)
+    assert (counts.finished, counts.running, counts.waiting, counts.retried) == (n, 0, 0, 1)
+    assert len(trials) == n + 1
+    dead = trials[killed.number]
+    assert dead.state.name == "FAIL" and "advisor.result" not in dead.user_attrs
+    retries = [t for t in trials if t.system_attrs.get("failed_trial") == killed.number]
+    assert len(retries) == 1 and retries[0].params == dead.params
+    ids = [t.user_attrs["advisor.result"]["trial_id"] for t in trials if t.number != killed.number]
+    assert len(ids) == n and len(set(ids)) == n  # none lost, none duplicated
+
+
+# ------------------------------------------------------- SIGKILL of the whole tuning process
+
+
+_STUDY_SCRIPT = textwrap.dedent("""
+    import sys
+    from advisor.records import Workload
+    from advisor.tuning import run_study
+    run_study(study_name="sigkill", storage=sys.argv[1], space=sys.argv[2], workload=Workload(
+              dataset="synthetic:8x8x1", model="mlp", train_samples=64, test_samples=32),
+              objectives="time,accuracy", n_trials=50, sampler="random", heartbeat_interval=1,
+              grace_period=2, workdir=sys.argv[3])
+""")
+
+
+def test_sigkill_of_the_tuning_process_orphans_nothing_and_resume_retries_its_trial(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sigkill.db'}"
+    space = quick_space(tmp_path / "q.yaml")
+    trials_dir = tmp_path / "trials"
+    trials_dir.mkdir()
+    log = tmp_path / "study.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", _STUDY_SCRIPT, url, str(space), str(trials_dir)],
+                                stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        running = _wait_for(lambda: _running_trial("sigkill", url, min_complete=2), timeout=180,
+                            what="a running trial after two complete ones", alive=proc, log=log)
+        proc.send_signal(signal.SIGKILL)  # the parent only: its trial child must not outlive it
+        proc.wait(timeout=30)
+    finally:
+        stop_all([proc])
+    _assert_no_orphans(str(trials_dir))
+
+    before = _trials("sigkill", url)
+    kept = _result_ids(before)
+    assert len(kept) >= 2
+    assert [t.number for t in before if t.state.name == "RUNNING"] == [running.number]  # stale, not lost
+
+    # Resume with one more trial than were complete: the stale trial is failed and retried, and
+    # the retry is that one trial.
+    done = sum(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in before)
+    summary = run_study(study_name="sigkill", storage=url, space=str(space), workload=Workload(
+        dataset="synthetic:8x8x1", model="mlp", train_samples=64, test_samples=32), objectives="time,accuracy",
+        n_trials=done + 1, sampler="random", heartbeat_interval=1, grace_period=2)
+    after = _trials("sigkill", url)
+    assert summary.counts.finished == done + 1 and summary.counts.running == 0
+    assert all(t.state.name != "RUNNING" for t in after)
+    dead = after[running.number]
+    assert dead.state.name == "FAIL"
+    retries = [t for t in after if t.system_attrs.get("failed_trial") == running.number]
+    assert len(retries) == 1 and retries[0].params == dead.params and retries[0].state.name != "RUNNING"
+    assert kept <= _result_ids(after)  # every trial complete before the kill is still there
+    assert len(after) == len(before) + 1
+
+
+# --------------------------------------------------------------- ^C and SIGTERM to advisor tune
+
+
+@pytest.mark.parametrize(("signame", "workers"), [("SIGINT", 1), ("SIGTERM", 2)])
+def test_interrupted_tune_keeps_finished_trials_and_resumes(tmp_path: Path, signame: str, workers: int) -> None:
+    """^C (SIGINT to the foreground process group, as a terminal sends it) and SIGTERM."""
+    if workers > len(os.sched_getaffinity(0)):
+        pytest.skip(f"{workers} workers need {workers} CPUs")
+    import optuna
+
+    db = f"sqlite:///{tmp_path / 'int.db'}"
+    trials_dir = tmp_path / "trials"
+    base = ["tune", "--dataset", "synthetic:8x8x1", "--model", "mlp", "--space", str(quick_space(tmp_path / "q.yaml")),
+            "--objectives", "time,accuracy", "--storage", db, "--study", "int", "--train-samples", "64",
+            "--test-samples", "32", "--sampler", "random", "--workers", str(workers), "--workdir", str(trials_dir)]
+    proc = subprocess.Popen([sys.executable, "-m", "advisor", *base, "--trials", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: _running_trial("int", db, min_complete=1), timeout=180, what="a running trial", alive=proc)
+        if signame == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        stop_all([proc])
+    _assert_no_orphans(str(trials_dir))
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "run the same command to resume" in stderr
+
+    trials = optuna.load_study(study_name="int", storage=db).get_trials(deepcopy=False)
+    assert all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in trials), [t.state.name for t in trials]
+    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    assert interrupted, "the running trial must be recorded"
+    assert all("interrupted" in str(t.user_attrs.get("advisor.error", "")) for t in interrupted)
+    kept = _result_ids(trials)
+    assert kept and len(trials) >= 2
+
+    resumed = subprocess.run([sys.executable, "-m", "advisor", *base, "--trials", str(len(trials) + 1), "--json"],
+                             capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads(resumed.stdout)["counts"]["finished"] == len(trials) + 1
+    after = optuna.load_study(study_name="int", storage=db).get_trials(deepcopy=False)
+    assert len(after) == len(trials) + 1 and kept <= _result_ids(after)
+
+
+# ------------------------------------------------------------- a hostile trial inside a study
+
+
+def test_a_trial_with_a_garbled_progress_channel_fails_and_the_study_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first trial's child floods its progress channel with garbage (the harness test hook);
+    # the hook is removed after that trial, so the second trial is an ordinary one.
+    monkeypatch.setenv("ADVISOR_TEST_CHILD_BEHAVIOUR", "garbage")
+    db = f"sqlite:///{tmp_path / 'garbage.db'}"
+    summary = run_study(study_name="garbage", storage=db, space=str(quick_space(tmp_path / "q.yaml")),
+                        workload=LOAD_WORKLOAD, objectives="time,accuracy", n_trials=2, sampler="random",
+                        wall_time_s=120, progress=lambda p: os.environ.pop("ADVISOR_TEST_CHILD_BEHAVIOUR", None))
+    assert (summary.counts.finished, summary.counts.failed, summary.counts.complete) == (2, 1, 1)
+    first, second = _trials("garbage", db)
+    assert first.state.name == "FAIL" and first.user_attrs["advisor.status"] == "failed"
+    assert first.user_attrs["advisor.error"].startswith("progress channel:")
+    assert first.user_attrs["advisor.result"]["status"] == "failed"
+    assert second.state.name == "COMPLETE" and second.user_attrs["advisor.result"]["status"] == "ok"
+
+
+# ------------------------------------------------------------ PostgreSQL restarted mid-study
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[tuple[str, Callable[[], None]]]:
+    """A throw-away PostgreSQL cluster of this test's own (the shared one must not be restarted).
+
+    Yields ``(url, restart)``; ``restart`` is the script's fast stop followed by a start.
+    """
+    if os.geteuid() != 0:
+        pytest.skip(".ci/postgres.sh runs the server as the postgres user and needs root to do so")
+    folder = tempfile.mkdtemp(prefix="advisor-pg-restart-", dir="/tmp")  # the postgres user must reach it
+    port = str(_free_port())
+
+    def start() -> str:
+        done = subprocess.run(["bash", str(POSTGRES_SH), "start", folder, port], capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip().splitlines()[-1]
+
+    def restart() -> None:
+        subprocess.run(["bash", str(POSTGRES_SH), "stop", folder], capture_output=True, timeout=120, check=True)
+        time.sleep(2.0)  # workers meet a refused connection, not only a dropped one
+        start()
+
+    try:
+        yield start(), restart
+    finally:
+        subprocess.run(["bash", str(POSTGRES_SH), "stop", folder], capture_output=True, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_postgres_restart_mid_study_loses_no_completed_trial(own_postgres: tuple[str, Callable[[], None]],
+                                                            tmp_path: Path) -> None:
+    url, restart = own_postgres
+    name, n = "restart", 6
+    create_study(study_name=name, storage=url, space=str(quick_space(tmp_path / "q.yaml")), workload=LOAD_WORKLOAD,
+                 objectives="time,accuracy", n_trials=n, sampler="random", heartbeat_interval=1, grace_period=3)
+    log = tmp_path / "first.log"
+    first = start_worker(name, url, log)
+    try:
+        _wait_for(lambda: _running_trial(name, url, min_complete=2), timeout=180, what="two complete trials",
+                  alive=first, log=log)
+        before = _trials(name, url)
+        kept = _result_ids(before)
+        restart()
+        code = first.wait(timeout=300)
+    finally:
+        stop_all([first])
+    text = log.read_text(errors="replace")
+    # The worker either rode through the restart (pool_pre_ping reconnects) or stopped with one
+    # clear line; a traceback is neither.
+    assert "Traceback" not in text, text[-3000:]
+    if code != 0:
+        lines = [line for line in text.splitlines() if line.strip()]
+        assert lines and lines[-1].startswith("error: ") and "storage" in lines[-1].lower(), text[-2000:]
+
+    # Resume with a fresh worker: the study reaches its budget and keeps every completed trial.
+    second = start_worker(name, url, tmp_path / "second.log")
+    try:
+        assert second.wait(timeout=300) == 0, (tmp_path / "second.log").read_text()[-3000:]
+    finally:
+        stop_all([second])
+    after = _trials(name, url)
+    counts = count_trials(after)
+    assert counts.finished == n and counts.running == 0 and counts.waiting == 0
+    assert kept <= _result_ids(after), "a trial completed before the restart was lost"
+    ids = [t.user_attrs["advisor.result"]["trial_id"] for t in after if "advisor.result" in t.user_attrs]
+    assert len(ids) == len(set(ids))
+
+
+# ---------------------------------------------------------------------------------- disk full
+
+FSIZE_LIMIT = 512  # bytes: every output below is larger, every input smaller
+
+
+class FullDisk:
+    """A folder where writing fails: a full tmpfs (ENOSPC, as root) or RLIMIT_FSIZE (EFBIG).
+
+    With RLIMIT_FSIZE the limit applies in the subprocess only, and SIGXFSZ is ignored there
+    (Python ignores it at start-up too), so a write past it is an ``OSError``, as on a full disk.
+    """
+
+    def __init__(self, kind: str, folder: Path) -> None:
+        self.kind = kind
+        self.folder = folder
+
+    def fill(self) -> None:
+        """Use up the rest of the filesystem (after the test has placed its previous files)."""
+        if self.kind != "tmpfs":
+            return
+        with open(self.folder / "filler", "wb", buffering=0) as fh, contextlib.suppress(OSError):
+            while True:
+                fh.write(b"\0" * 4096)
+
+    def files(self) -> set[str]:
+        return {p.name for p in self.folder.iterdir()} - {"filler"}
+
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        def limit() -> None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, FSIZE_LIMIT))
+
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=240, env=env,
+                              preexec_fn=limit if self.kind == "rlimit" else None)
+
+
+@pytest.fixture(params=["rlimit", "tmpfs"])
+def full_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FullDisk]:
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if request.param == "rlimit":
+        yield FullDisk("rlimit", folder)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'}); the RLIMIT_FSIZE "
+                    "variant covers the case")
+    try:
+        yield FullDisk("tmpfs", folder)
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def results_study(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """TEST DATA: a SQLite study of 60 constructed trial records with three objectives."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from _knowledge_rows import make_results
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('study') / 'results.db'}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name="full", storage=url, directions=["minimize", "maximize", "minimize"])
+    study.set_user_attr("advisor.spec", {"objectives": ["time", "accuracy", "memory"]})
+    for r in make_results(60):
+        ok = r.status == "ok"
+        study.add_trial(create_trial(
+            state=TrialState.COMPLETE if ok else TrialState.FAIL,
+            values=[r.train_time_s, r.test_accuracy, r.peak_memory_mb] if ok else None,
+            user_attrs={"advisor.result": r.to_dict()}))
+    return url
+
+
+def _assert_refused_and_intact(done: subprocess.CompletedProcess[str], disk: FullDisk, previous: Path,
+                               content: bytes) -> None:
+    assert done.returncode != 0, (done.stdout[-500:], done.stderr[-500:])
+    assert previous.read_bytes() == content  # the previous version is intact
+    assert disk.files() == {previous.name}  # and no partial or temporary file is left beside it
+    _one_line_error(done.stderr)
+
+
+def test_knowledge_export_on_a_full_disk(full_disk: FullDisk, results_study: str) -> None:
+    previous = full_disk.folder / "kb.csv.gz"
+    previous.write_bytes(b"previous version")
+    full_disk.fill()
+    done = full_disk.run(["-m", "advisor", "knowledge", "export", "--storage", results_study, "--out", str(previous)])
+    _assert_refused_and_intact(done, full_disk, previous, b"previous version")
+
+
+def test_pareto_export_on_a_full_disk(full_disk: FullDisk, results_study: str) -> None:
+    previous = full_disk.folder / "front.json"
+    previous.write_bytes(b'{"previous": true}')
+    full_disk.fill()
+    done = full_disk.run(["-m", "advisor", "pareto", "--study", "full", "--storage", results_study, "--format",
+                          "json", "--out", str(previous)])
+    _assert_refused_and_intact(done, full_disk, previous, b'{"previous": true}')
+
+
+_TRIAL_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from advisor.harness import run_trial
+    from advisor.records import Config, Workload
+    try:
+        result = run_trial(Workload(dataset="synthetic:8x8x1", model="mlp", train_samples=64, test_samples=32),
+                           Config(framework="sklearn", epochs=1, batch_size=32, threads=1), workdir=sys.argv[1])
+    except BaseException as exc:
+        print(json.dumps({"raised": f"{type(exc).__name__}: {exc}"}))
+    else:
+        print(json.dumps({"status": result.status, "error": result.error}))
+""")
+
+
+def test_trial_folder_on_a_full_disk_is_a_failed_trial(full_disk: FullDisk) -> None:
+    full_disk.fill()
+    done = full_disk.run(["-c", _TRIAL_SCRIPT, str(full_disk.folder)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "raised" not in outcome, outcome  # run_trial never raises for a trial that cannot run
+    assert outcome["status"] == "failed" and outcome["error"] and "\n" not in outcome["error"]
+
+
+def test_full_disk_fixture_really_refuses_writes(full_disk: FullDisk) -> None:
+    # The cases above prove something only if writing there fails.
+    full_disk.fill()
+    done = full_disk.run(["-c", f"open({str(full_disk.folder / 'probe')!r}, 'wb').write(b'x' * 65536)"])
+    assert done.returncode != 0 and ("File too large" in done.stderr or "No space left" in done.stderr)
