@@ -54,12 +54,12 @@ def _write(name: str, text: str) -> None:
 # --- full MNIST -------------------------------------------------------------------------------
 
 MNIST_CONFIGS = {
-    "torch": Config(framework="torch", optimizer="momentum", momentum=0.9, learning_rate=0.05,
-                    batch_size=64, epochs=4, threads=2, inter_op_threads=1, seed=1),
+    "torch": Config(framework="torch", optimizer="momentum", momentum=0.9, learning_rate=0.01,
+                    weight_decay=5e-4, batch_size=64, epochs=6, threads=2, inter_op_threads=1, seed=1),
     "tensorflow": Config(framework="tensorflow", optimizer="adam", learning_rate=1e-3, batch_size=64,
-                         epochs=4, threads=2, inter_op_threads=1, seed=1),
+                         epochs=5, threads=2, inter_op_threads=1, seed=1),
     "onnxruntime": Config(framework="onnxruntime", optimizer="adam", learning_rate=1e-3, batch_size=64,
-                          epochs=4, threads=2, inter_op_threads=1, seed=1),
+                          epochs=5, threads=2, inter_op_threads=1, seed=1),
 }
 
 
@@ -84,7 +84,7 @@ Train time excludes interpreter start, framework import, data loading and the pe
 evaluation. Peak memory is the RSS of the trial's process tree, sampled at 20 Hz.
 
 Command: `python benchmarks/bench_measure.py mnist` (equivalently, for torch:
-`advisor measure --framework torch --dataset mnist --data-dir {MNIST} --model lenet5 --optimizer momentum --momentum 0.9 --lr 0.05 --batch-size 64 --epochs 4 --threads 2 --json`).
+`advisor measure --framework torch --dataset mnist --data-dir {MNIST} --model lenet5 --optimizer momentum --momentum 0.9 --lr 0.01 --weight-decay 5e-4 --batch-size 64 --epochs 6 --threads 2 --json`).
 
 {md_table(["framework", "config", "epochs", "threads", "status", "final acc", "best acc", "train s", "s to 0.99", "peak MiB", "busy cores", "contended"], rows)}
 """
