@@ -362,7 +362,14 @@ class _Space:
 def _evidence(space: _Space, table: knowledge.Table, q: np.ndarray, framework: str, k: int) -> tuple[Evidence, ...]:
     d = space.distances(q)
     same = np.array([f == framework for f in table["framework"]])
-    pool = np.flatnonzero(same) if same.any() else np.arange(len(d))
+    ok = np.array([s == "ok" for s in table["status"]])
+    # Completed trials of the same framework are the best evidence; fall back step by step.
+    for mask in (same & ok, same, ok):
+        if mask.any():
+            pool = np.flatnonzero(mask)
+            break
+    else:
+        pool = np.arange(len(d))
     best = pool[np.argsort(d[pool], kind="stable")[:k]]
     return tuple(
         Evidence(

@@ -40,13 +40,28 @@ import advisor.knowledge as kb
 from advisor.errors import SearchSpaceError
 from advisor.space import SearchSpace, list_spaces, load_space, spaces_dir
 from _knowledge_rows import rows
+from test_reliability_load import record
 from test_datasets import cifar_pickle, random_cifar, write_mnist
 
 MAX_ERROR_CHARS = 2000  # an error line names the input; it does not echo megabytes of it
 
 
-def advisor(*args: str, cwd: Path | None = None, memory_mb: int | None = None,
-            timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def advisor(*args: str, cwd: Path | None = None, memory_mb: int | None = None, timeout: float = 240,
+            in_process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``advisor ARGS``: in a subprocess (native output, memory limit), or with CliRunner for
+    the cases where neither matters (an escaping exception then reads as a traceback)."""
+    if in_process:
+        from typer.testing import CliRunner
+
+        from advisor.cli import app
+
+        result = CliRunner().invoke(app, list(args))
+        stderr = result.stderr
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            stderr += f"\nTraceback (in process): {result.exception!r}\n"
+        return subprocess.CompletedProcess([sys.executable, "-m", "advisor", *args], result.exit_code,
+                                           result.stdout, stderr)
+
     def limit() -> None:
         if memory_mb is not None:
             resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
@@ -56,8 +71,20 @@ def advisor(*args: str, cwd: Path | None = None, memory_mb: int | None = None,
                           timeout=timeout, env=env, preexec_fn=limit if memory_mb else None)
 
 
+_CASE = {"name": ""}
+
+
+@pytest.fixture(autouse=True)
+def _case_name(request: pytest.FixtureRequest) -> None:
+    _CASE["name"] = request.node.name
+
+
 def one_line_error(done: subprocess.CompletedProcess[str], *fragments: str) -> str:
     """Assert the refusal shape and return the error line."""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    record(_CASE["name"], argv=" ".join(str(a) for a in done.args[3:])[:160], exit_code=done.returncode,
+           stderr_lines=len(lines), traceback="Traceback" in done.stderr,
+           first_line=(lines[0] if lines else "")[:200], longest_line=max(map(len, lines), default=0))
     assert done.returncode != 0, done.stdout[-1000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -123,10 +150,12 @@ def test_hostile_search_space_through_the_cli(tmp_path: Path, case: str) -> None
     path = tmp_path / "space.yaml"
     data = text.replace("{marker}", str(marker))
     path.write_bytes(data.encode("latin-1") if case == "not-utf8" else data.encode())
-    one_line_error(advisor("spaces", "validate", str(path), cwd=tmp_path, memory_mb=2048), "space.yaml", fragment)
+    bomb = case.startswith("laughs")  # in a subprocess under a memory limit
+    one_line_error(advisor("spaces", "validate", str(path), cwd=tmp_path, memory_mb=2048, in_process=not bomb),
+                   "space.yaml", fragment)
     db = tmp_path / "study.db"
     one_line_error(advisor("tune", "--space", str(path), "--storage", f"sqlite:///{db}", "--trials", "1",
-                           cwd=tmp_path, memory_mb=2048), "space.yaml", fragment)
+                           cwd=tmp_path, memory_mb=2048, in_process=not bomb), "space.yaml", fragment)
     assert not marker.exists() and not (tmp_path / "pwned").exists()
     assert not db.exists()  # refused before any storage was opened
 
@@ -344,10 +373,10 @@ def test_hostile_knowledge_table_through_merge_and_fit(tmp_path: Path, case: str
     (model / "meta.json").write_text('{"previous": true}')
     before = (digest(merged), digest(model))
 
-    one_line_error(advisor("knowledge", "merge", str(good), str(bad), "--out", str(merged), cwd=tmp_path),
+    one_line_error(advisor("knowledge", "merge", str(good), str(bad), "--out", str(merged), in_process=True),
                    str(bad), fragment)
     one_line_error(advisor("surrogate", "fit", "--table", str(bad), "--out", str(model), "--rounds", "10",
-                           cwd=tmp_path), str(bad), fragment)
+                           in_process=True), str(bad), fragment)
     assert (digest(merged), digest(model)) == before  # nothing written over
     assert not (tmp_path / "pwned").exists()
 

@@ -13,6 +13,7 @@ worker logs and must be zero (the SQLite storage waits up to 60 s for the lock).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,7 +31,17 @@ from advisor.records import Workload
 LOAD_WORKLOAD = Workload(dataset="synthetic:8x8x1", model="mlp", train_samples=64, test_samples=32)
 LOCK_MARKERS = ("database is locked", "database table is locked")
 CI_WORKERS = 8
-CI_TRIALS = 32
+CI_TRIALS = 20  # per storage: 40 trials in all, about a minute each on two busy cores
+REPORT_VARIABLE = "ADVISOR_RELIABILITY_REPORT"
+
+
+def record(case: str, **fields: Any) -> None:
+    """Append one case's numbers to the JSON-lines file that benchmarks/bench_reliability.py names
+    in ``$ADVISOR_RELIABILITY_REPORT``; a plain test run records nothing."""
+    path = os.environ.get(REPORT_VARIABLE)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"case": case, **fields}, default=str) + "\n")
 
 
 def quick_space(path: Path) -> Path:
@@ -73,6 +84,12 @@ class LoadReport:
     @property
     def duplicated(self) -> int:
         return (self.trials - self.distinct_numbers) + (self.with_result - self.distinct_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data.update(trials_per_minute=round(self.trials_per_minute, 1), duplicated=self.duplicated,
+                    overshoot=self.finished - self.n_trials)
+        return data
 
 
 def start_worker(study: str, storage: str, log: Path, *, workdir: Path | None = None,
@@ -154,11 +171,14 @@ def run_load(storage: str, *, workers: int, n_trials: int, folder: Path, storage
 
 
 def _check(report: LoadReport, logs_hint: str) -> None:
+    record(f"load: {report.workers} workers, {report.storage_kind}", **report.to_dict())
     assert report.exit_codes == [0] * report.workers, (report.exit_codes, logs_hint)
     assert report.running == 0 and report.waiting == 0
     assert report.finished == report.complete + report.pruned + report.failed
     # the budget is a floor: every worker stops once it is met, none stops before
     assert report.finished >= report.n_trials
+    # ... and at most the workers that each saw one trial missing at the same moment go over it
+    assert report.finished <= report.n_trials + report.workers - 1
     assert report.distinct_numbers == report.trials          # no duplicated Optuna numbers
     assert report.distinct_ids == report.with_result          # no trial recorded twice
     assert report.with_result == report.trials                # every trial carries its result

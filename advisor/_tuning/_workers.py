@@ -110,6 +110,9 @@ def _main(argv: list[str]) -> int:
     from advisor.tuning import run_worker
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # The parent stops us with SIGINT. A parent started with SIGINT ignored (nohup, a background
+    # job in a script) passes that on to us, and the worker would then run on and be killed mid-trial.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     args = json.loads(argv[0])
     try:
         summary = run_worker(study_name=args["study_name"], storage=args["storage"], cores=args["cores"],
