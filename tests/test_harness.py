@@ -399,3 +399,15 @@ def test_malformed_events_are_rejected_before_they_reach_the_result() -> None:
     assert log.status is None and log.epochs == []
     log.add({"event": "error", "type": "MemoryError", "message": "", "advisor_error": False})
     assert log.status == "oom"
+
+
+def test_relative_data_paths_are_resolved_before_the_child_changes_folder(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from advisor.harness.parent import _absolute_paths
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "mine.npz").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    w = _absolute_paths(Workload(dataset="mine.npz", model="mlp", data_dir="data"))
+    assert w.data_dir == str(tmp_path / "data")
+    assert w.dataset == str(tmp_path / "mine.npz")
+    assert _absolute_paths(Workload(dataset="digits", model="mlp")).dataset == "digits"

@@ -8,6 +8,7 @@ bad arguments, never because the trial went wrong.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import logging
 import os
@@ -280,6 +281,17 @@ def _trial_dir(workdir: str | Path | None, trial_id: str, trial_number: int | No
     return path, False
 
 
+def _absolute_paths(workload: Workload) -> Workload:
+    """Resolve relative data paths against the caller's folder: the child runs in its trial folder."""
+    changes: dict[str, str] = {}
+    if workload.data_dir and not os.path.isabs(workload.data_dir):
+        changes["data_dir"] = os.path.abspath(workload.data_dir)
+    dataset = workload.dataset
+    if not os.path.isabs(dataset) and (dataset.endswith(".npz") or os.sep in dataset) and os.path.exists(dataset):
+        changes["dataset"] = os.path.abspath(dataset)
+    return dataclasses.replace(workload, **changes) if changes else workload
+
+
 def run_trial(
     workload: Workload,
     config: Config,
@@ -326,6 +338,7 @@ def run_trial(
         raise invalid_parameter("config", "run_trial", "a Config", config)
     if not isinstance(limits, Limits):
         raise invalid_parameter("limits", "run_trial", "a Limits", limits)
+    workload = _absolute_paths(workload)
     granted = resolve_cores(cores, config.threads)
     trial_id = uuid.uuid4().hex
     started_at = datetime.now(timezone.utc).isoformat()
