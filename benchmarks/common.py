@@ -45,8 +45,16 @@ def machine_line() -> str:
     from advisor.hardware import detect
 
     hw = detect()
+    try:
+        autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip()
+    except OSError:
+        autogroup = "n/a"
     return (f"{hw.cpu_model}, {hw.physical_cores} physical / {hw.logical_cores} logical cores, "
-            f"{hw.memory_gb:.0f} GB, Python {platform.python_version()}, profile {hw.profile_id}")
+            f"{hw.memory_gb:.0f} GB, Python {platform.python_version()}, profile {hw.profile_id}. "
+            f"The machine is shared: the benchmark ran at nice {os.nice(0)} with "
+            f"kernel.sched_autogroup_enabled={autogroup}, so that other work at normal priority "
+            f"yields the cores; trials during which other processes still used the granted cores "
+            f"are marked contended")
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
