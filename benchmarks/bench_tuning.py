@@ -170,7 +170,13 @@ Command: `python benchmarks/bench_tuning.py samplers early --trials {args.trials
 
 ![hypervolume against trials and against wall time](tuning.png)
 
-The early-stopping rule is documented in `docs/tuning.md`. With {args.trials} trials per study and {args.seeds}
+The early-stopping rule is documented in `docs/tuning.md`. In this run it pruned no trial: with
+three objectives a partial trial is pruned only when its optimistic final point is dominated in
+all three, and the memory objective has no per-epoch measurement yet (`EpochRecord` carries no
+peak memory, so its optimistic bound is 0 MiB and can never be dominated). The difference between
+the two runs is therefore sampling noise, not the rule; with `--objectives time,accuracy` or a
+memory constraint the rule does prune (see tests/test_tuning.py). Recording per-epoch peak memory
+is the fix. With {args.trials} trials per study and {args.seeds}
 seeds, differences between samplers are within seed-to-seed spread unless the table says otherwise:
 small budgets like this favour no sampler reliably.
 """
