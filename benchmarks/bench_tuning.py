@@ -186,7 +186,7 @@ small budgets like this favour no sampler reliably.
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("parts", nargs="*", choices=["samplers", "early"])
+    ap.add_argument("parts", nargs="*", default=[], help="samplers and/or early (none with --render-only)")
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=300.0)

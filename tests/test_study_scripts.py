@@ -1,0 +1,158 @@
+"""The measurement-study scripts (benchmarks/study): plans, resumable runs into a storage, report.
+
+The runs are real harness trials on tiny settings (scikit-learn MLP, 300 digits, 1 epoch): four in
+all, shared by the tests through one module-scoped storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks" / "study"))
+
+import defaults  # noqa: E402
+import joint  # noqa: E402
+import knobs  # noqa: E402
+import profiles  # noqa: E402
+import report  # noqa: E402
+
+from advisor.records import Config, EpochRecord, TrialResult, Workload  # noqa: E402
+
+TINY = ["--dataset", "digits", "--model", "mlp", "--train-samples", "300", "--test-samples", "0", "--epochs", "1",
+        "--cores", "0", "--trial-timeout", "300"]
+
+
+def test_defaults_plan_covers_every_preset_and_marks_onnxruntime_momentum_not_applicable() -> None:
+    cells = defaults.plan(repeats=3, allow_slow=True)
+    assert len(cells) == 8 * 4
+    by_name = {c.study: c for c in cells}
+    assert "defaults-tensorflow-cifar10-torch" in by_name
+    na = sorted(c.study for c in cells if c.not_applicable)
+    assert na == ["defaults-caffe-cifar10-onnxruntime", "defaults-caffe-mnist-onnxruntime",
+                  "defaults-theano-cifar10-onnxruntime"]
+    assert all(not c.configs and "momentum" in c.not_applicable for c in cells if c.not_applicable)
+    ok = by_name["defaults-torch-mnist-onnxruntime"]
+    assert [c.seed for c in ok.configs] == [0, 1, 2] and {c.batch_size for c in ok.configs} == {10}
+    # 2,560 stock epochs are capped; a scale shortens them first
+    assert by_name["defaults-tensorflow-cifar10-torch"].configs[0].epochs == 20
+    scaled = defaults.plan(presets=["caffe-mnist"], frameworks=["torch"], epochs_scale=0.5, max_epochs=100)
+    assert scaled[0].configs[0].epochs == 6  # ceil(10.67 x 0.5)
+    # scikit-learn's numpy conv engine is skipped (with the reason) on the full datasets by default
+    skipped = defaults.plan(presets=["torch-mnist"], frameworks=["sklearn"])[0]
+    assert skipped.not_applicable.startswith("skipped:") and not skipped.configs
+
+
+def test_knob_plan_varies_one_knob_from_the_base() -> None:
+    cells = knobs.plan(frameworks=["torch", "onnxruntime"], datasets=["mnist"], repeats=3, cores=2)
+    names = [c.study for c in cells]
+    assert "knob-torch-mnist-onednn" in names and "knob-onnxruntime-mnist-graph_optimization" in names
+    assert "knob-onnxruntime-mnist-onednn" not in names
+    assert sum(len(c.configs) for c in cells if c.study.startswith("knob-torch")) == (6 + 6 + 5 + 2 + 2) * 3
+    batch = next(c for c in cells if c.study == "knob-torch-mnist-batch_size")
+    base = knobs.base_config("torch", "mnist", cores=2)
+    assert batch.workload.train_samples == 5000 and batch.workload.test_samples == 2000
+    for cfg in batch.configs:  # only batch size and seed differ from the base
+        assert cfg.to_dict() | {"batch_size": 64, "seed": 0} == base.to_dict()
+    assert [c.seed for c in batch.configs[:7]] == [0] * 6 + [1]  # repeats outermost
+    par = knobs.vary(knobs.base_config("onnxruntime", "mnist", cores=4), "execution_mode", "parallel", cores=4)
+    assert par.inter_op_threads == 2
+
+
+def test_profile_plan() -> None:
+    cells = profiles.plan(frameworks=["torch", "sklearn"], datasets=["mnist", "cifar10"], cores=2)
+    assert [c.study for c in cells] == ["profile-torch-mnist", "profile-sklearn-mnist", "profile-torch-cifar10",
+                                        "profile-sklearn-cifar10"]
+    assert [c.batch_size for c in cells[0].configs] == list(profiles.BATCH_SIZES)
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("study") / "study.db"
+    return f"sqlite:///{path}"
+
+
+def _trials(storage: str, name: str) -> list:
+    return defaults.open_study(storage, name).get_trials(deepcopy=False)
+
+
+def test_defaults_runs_resume_without_duplicates(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--storage", storage, "--presets", "torch-mnist", "--frameworks", "sklearn", "--repeats", "3", *TINY]
+    assert defaults.main([*args, "--max-trials", "2"]) == 0
+    first = _trials(storage, "defaults-torch-mnist-sklearn")
+    assert len(first) == 2
+    assert defaults.main([*args, "--max-trials", "2"]) == 0  # the plan holds 3: only one is left
+    trials = _trials(storage, "defaults-torch-mnist-sklearn")
+    assert len(trials) == 3
+    results = [TrialResult.from_dict(t.user_attrs["advisor.result"]) for t in trials]
+    assert sorted(r.config.seed for r in results) == [0, 1, 2]
+    assert len({t.user_attrs[defaults.KEY_ATTR] for t in trials}) == 3
+    assert all(r.status == "ok" and r.config.batch_size == 10 and r.config.learning_rate == 0.05 for r in results)
+    assert all(r.workload.dataset == "digits" and r.train_samples == 300 for r in results)
+    assert defaults.main([*args, "--dry-run"]) == 0
+    assert "3 trials (0 to run)" in capsys.readouterr().out
+    # a not-applicable cell is recorded as such, with no trial
+    assert defaults.main(["--storage", storage, "--presets", "caffe-mnist", "--frameworks", "onnxruntime", *TINY]) == 0
+    study = defaults.open_study(storage, "defaults-caffe-mnist-onnxruntime")
+    assert "momentum" in study.user_attrs[defaults.NOT_APPLICABLE_ATTR] and not study.get_trials()
+
+
+def test_knobs_run_and_resume_count(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--storage", storage, "--frameworks", "sklearn", "--knobs", "epochs", "--repeats", "1", *TINY]
+    assert knobs.main([*args, "--max-trials", "1"]) == 0
+    trials = _trials(storage, "knob-sklearn-digits-epochs")
+    assert len(trials) == 1
+    result = TrialResult.from_dict(trials[0].user_attrs["advisor.result"])
+    assert result.config.epochs == 1 and result.config.optimizer == "adam" and result.epochs_completed == 1
+    assert knobs.main([*args, "--dry-run"]) == 0
+    assert "knob-sklearn-digits-epochs: 2 trials (1 to run)" in capsys.readouterr().out
+
+
+def test_report_renders_from_the_storage(storage: str, tmp_path: Path) -> None:
+    out = tmp_path / "study.md"
+    assert report.main(["--storage", storage, "--knowledge", "", "--out", str(out)]) == 0
+    text = out.read_text()
+    for heading in ("## 1. Do framework defaults transfer?", "## 2. One knob at a time",
+                    "## 3. Joint tuning against the best single-knob change", "## 4. Resource profiles",
+                    "## 5. Against the seed study", "## 6. Targets", "## 7. Knowledge base"):
+        assert heading in text
+    defaults_part = text.split("## 1.")[1].split("## 2.")[0]
+    assert "| torch-mnist | sklearn |" in defaults_part and "3 ok" in defaults_part
+    assert "| caffe-mnist | onnxruntime | n/a |" in defaults_part
+    profiles_part = text.split("## 4.")[1].split("## 5.")[0]
+    assert "not yet measured" in profiles_part
+    seed_part = text.split("## 5.")[1].split("## 6.")[0]
+    assert seed_part.count("not yet measured") == 16  # digits trials say nothing about MNIST or CIFAR-10
+    assert (tmp_path / "study" / "defaults.png").stat().st_size > 1000
+    assert (tmp_path / "study" / "knobs-sklearn-digits.png").exists()
+
+
+def _result(i: int, config: Config, curve: list[tuple[float, float]]) -> TrialResult:
+    epochs = tuple(EpochRecord(epoch=k + 1, train_time_s=t, epoch_time_s=t, loss=0.1, test_accuracy=a, eval_time_s=0.0)
+                   for k, (t, a) in enumerate(curve))
+    return TrialResult(trial_id=f"t{i}", status="ok", workload=Workload(dataset="mnist", model="lenet5"),
+                       config=config, epochs=epochs, train_time_s=curve[-1][0], test_accuracy=curve[-1][1],
+                       peak_memory_mb=100.0)
+
+
+def test_compare_finds_the_fastest_single_knob_change_and_joint_trial() -> None:
+    base = knobs.base_config("torch", "mnist", cores=1)
+    big = dataclasses.replace(base, batch_size=256)
+    knob_study = defaults.StudyData(
+        "knob-torch-mnist-batch_size",
+        {"study.kind": "knob", "study.framework": "torch", "study.dataset": "mnist", "study.knob": "batch_size",
+         "study.base": base.to_dict()},
+        [_result(0, base, [(10, 0.95), (20, 0.97)]), _result(1, base, [(12, 0.96), (24, 0.97)]),
+         _result(2, big, [(4, 0.97), (8, 0.975)]), _result(3, big, [(5, 0.96), (10, 0.975)])], [{}] * 4)
+    joint_study = defaults.StudyData("joint-torch-mnist", {}, [_result(4, base, [(3, 0.98)]),
+                                                               _result(5, base, [(1, 0.5)])], [{}] * 2)
+    c = joint.compare({s.name: s for s in (knob_study, joint_study)}, "torch", "mnist")
+    assert c.base_accuracy == 0.97
+    assert c.best_knob_to_base.label == "batch_size=256"
+    assert c.best_knob_to_base.median_time_to(0.97) == 7.0  # median of 4 and 10 (its second run got there at 10)
+    assert joint.joint_winner(c).trial_id == "t4"
+    assert c.hypervolume_joint > 0 and c.hypervolume_knobs > 0
