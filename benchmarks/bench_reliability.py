@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Callable
@@ -62,6 +61,11 @@ KNOWN_DEFECTS = [
     ("model-empty", "same as model-garbage-text."),
     ("deeply-nested-json-cell", "advisor/knowledge.py `_read`/`_bad_cell`: a JSON cell nested 60,000 deep raises "
      "RecursionError from json.loads; catch RecursionError with ValueError and report the cell."),
+    ("zero-times-huge", "advisor/_datasets/readers.py `_parse_idx`: found by the long fuzz run. A header with a "
+     "zero dimension beside huge ones declares 0 bytes, passes the size checks, and numpy's reshape raises "
+     "ValueError('array is too big'); refuse any zero dimension (or check each dimension against the file "
+     "size) with a DatasetFileError."),
+    ("test_fuzz_regression_idx_zero_dimension", "same as zero-times-huge (the library-level regression test)."),
     ("test_gzip_bomb", "advisor/knowledge.py `_read`: `gzip.decompress(path.read_bytes())` inflates a 3 MB file to "
      "3 GiB; decompress with `zlib.decompressobj(31)` and a cap (e.g. 1 GiB), refusing larger tables in one line."),
 ]
@@ -194,7 +198,7 @@ def run_fuzz(examples: int) -> list[dict[str, Any]]:
                 failure = ""
             except Exception as exc:  # noqa: BLE001 - a falsified property is the finding
                 failure = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                notes.append(traceback.format_exc(limit=3))
+                notes.extend(str(n) for n in getattr(exc, "__notes__", ()))  # Hypothesis's falsifying example
         out.append({"target": name, "examples": count["n"], "seconds": time.monotonic() - started,
                     "outcomes": count["outcomes"], "failure": failure,
                     "falsifying": " ".join(" ".join(notes).split())[:400] if failure else ""})

@@ -227,6 +227,10 @@ def test_hostile_npz_through_info_and_measure(tmp_path: Path) -> None:
     ("truncated", lambda b: b[: len(b) // 2], "is truncated"),
     ("terabytes", lambda b: bytes([0, 0, 8, 3]) + struct.pack(">III", 2**31, 60000, 60000) + b[16:],
      "declares 2147483648x60000x60000 items"),
+    # found by the long fuzz run (benchmarks/bench_reliability.py): zero items, but dimensions whose
+    # product overflows, made numpy raise ValueError("array is too big") past the reader's checks
+    ("zero-times-huge", lambda b: bytes([0, 0, 8, 3]) + struct.pack(">III", 0, 2**32 - 1, 2**32 - 1),
+     "train-images-idx3-ubyte.gz"),
 ])
 def test_hostile_mnist_files_through_datasets_info(tmp_path: Path, case: str, edit: Callable[[bytes], bytes],
                                                    fragment: str) -> None:
@@ -235,6 +239,18 @@ def test_hostile_mnist_files_through_datasets_info(tmp_path: Path, case: str, ed
     one_line_error(advisor("datasets", "info", "mnist", "--data-dir", str(folder), memory_mb=2048),
                    "train-images-idx3-ubyte.gz", fragment)
     assert digest(folder) == before
+
+
+@pytest.mark.parametrize("dims", [(0, 2**32 - 1, 2**32 - 1), (2**32 - 1, 0, 2**32 - 1, 2**32 - 1)])
+def test_fuzz_regression_idx_zero_dimension_beside_huge_ones(tmp_path: Path, dims: tuple[int, ...]) -> None:
+    from advisor.datasets import read_idx
+    from advisor.errors import DatasetFileError
+
+    path = tmp_path / "f.idx"
+    path.write_bytes(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims))
+    with pytest.raises(DatasetFileError) as exc:
+        read_idx(path)
+    assert str(path) in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_cifar_pickle_that_imports_os_never_runs(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The measurement-study scripts (benchmarks/study): plans, resumable runs into a storage, report.
 
-The runs are real harness trials on tiny settings (scikit-learn MLP, 300 digits, 1 epoch): four in
+The runs are real harness trials on tiny settings (scikit-learn MLP, 300 digits, 1 epoch): three in
 all, shared by the tests through one module-scoped storage.
 """
 
@@ -81,20 +81,20 @@ def _trials(storage: str, name: str) -> list:
 
 
 def test_defaults_runs_resume_without_duplicates(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--storage", storage, "--presets", "torch-mnist", "--frameworks", "sklearn", "--repeats", "3", *TINY]
-    assert defaults.main([*args, "--max-trials", "2"]) == 0
+    args = ["--storage", storage, "--presets", "torch-mnist", "--frameworks", "sklearn", "--repeats", "2", *TINY]
+    assert defaults.main([*args, "--max-trials", "1"]) == 0
     first = _trials(storage, "defaults-torch-mnist-sklearn")
-    assert len(first) == 2
-    assert defaults.main([*args, "--max-trials", "2"]) == 0  # the plan holds 3: only one is left
+    assert len(first) == 1
+    assert defaults.main([*args, "--max-trials", "2"]) == 0  # the plan holds 2: only one is left
     trials = _trials(storage, "defaults-torch-mnist-sklearn")
-    assert len(trials) == 3
+    assert len(trials) == 2
     results = [TrialResult.from_dict(t.user_attrs["advisor.result"]) for t in trials]
-    assert sorted(r.config.seed for r in results) == [0, 1, 2]
-    assert len({t.user_attrs[defaults.KEY_ATTR] for t in trials}) == 3
+    assert sorted(r.config.seed for r in results) == [0, 1]
+    assert len({t.user_attrs[defaults.KEY_ATTR] for t in trials}) == 2
     assert all(r.status == "ok" and r.config.batch_size == 10 and r.config.learning_rate == 0.05 for r in results)
     assert all(r.workload.dataset == "digits" and r.train_samples == 300 for r in results)
     assert defaults.main([*args, "--dry-run"]) == 0
-    assert "3 trials (0 to run)" in capsys.readouterr().out
+    assert "2 trials (0 to run)" in capsys.readouterr().out
     # a not-applicable cell is recorded as such, with no trial
     assert defaults.main(["--storage", storage, "--presets", "caffe-mnist", "--frameworks", "onnxruntime", *TINY]) == 0
     study = defaults.open_study(storage, "defaults-caffe-mnist-onnxruntime")
@@ -121,7 +121,7 @@ def test_report_renders_from_the_storage(storage: str, tmp_path: Path) -> None:
                     "## 5. Against the seed study", "## 6. Targets", "## 7. Knowledge base"):
         assert heading in text
     defaults_part = text.split("## 1.")[1].split("## 2.")[0]
-    assert "| torch-mnist | sklearn |" in defaults_part and "3 ok" in defaults_part
+    assert "| torch-mnist | sklearn |" in defaults_part and "2 ok" in defaults_part
     assert "| caffe-mnist | onnxruntime | n/a |" in defaults_part
     profiles_part = text.split("## 4.")[1].split("## 5.")[0]
     assert "not yet measured" in profiles_part

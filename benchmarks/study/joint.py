@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.confirm and budget > 0:
             c = compare(load_studies(args.storage), fw, ds)
             winner = joint_winner(c) if c else None
-            if winner is not None and len(c.joint) >= args.trials:  # type: ignore[union-attr]
+            if winner is not None and _finished(args.storage, name) >= args.trials:
                 cfg = winner.config
                 cell = Cell(f"{name}-confirm", workload, tuple(replace(cfg, seed=r) for r in range(args.confirm)),
                             {"study.kind": "confirm", "study.framework": fw, "study.dataset": ds,
