@@ -141,6 +141,7 @@ def test_sigkill_of_a_worker_mid_trial_on_sqlite(tmp_path: Path) -> None:
                            what="the victim's trial", alive=victim, log=tmp_path / "victim.log")
         os.killpg(victim.pid, signal.SIGKILL)  # the worker and everything in its session, mid-trial
         victim.wait(timeout=30)
+        at_kill = _trials(name, url)
         assert survivor.wait(timeout=300) == 0, (tmp_path / "survivor.log").read_text()[-3000:]
     finally:
         stop_all([victim, survivor])
@@ -149,7 +150,7 @@ def test_sigkill_of_a_worker_mid_trial_on_sqlite(tmp_path: Path) -> None:
     trials = _trials(name, url)
     counts = count_trials(trials)
     _record_counts("SIGKILL of a worker mid-trial (SQLite)", "2 `advisor worker`; killpg(SIGKILL) of one "
-                   f"inside trial {killed.number}", [t for t in trials if t.number < killed.number], trials,
+                   f"inside trial {killed.number}", at_kill, trials,
                    outcome=f"trial {killed.number} FAIL, retried once by the survivor; {counts.retried} retried")
     assert (counts.finished, counts.running, counts.waiting, counts.retried) == (n, 0, 0, 1)
     assert len(trials) == n + 1
