@@ -396,9 +396,10 @@ def _bad_cell(path: Path, name: str, kind: str, values: Sequence[str]) -> Knowle
     for i, v in enumerate(values, 1):
         try:
             _parse_column([v], kind)
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, RecursionError):
+            shown = repr(v) if len(v) <= 80 else f"{v[:60]!r}... ({len(v):,} characters)"
             return KnowledgeBaseError(
-                f"Knowledge base {path}: column {name!r}, row {i} must hold a {kind} value. Got {v!r} instead."
+                f"Knowledge base {path}: column {name!r}, row {i} must hold a {kind} value. Got {shown} instead."
             )
     return KnowledgeBaseError(f"Knowledge base {path}: column {name!r} cannot be read as {kind}.")
 
@@ -421,9 +422,41 @@ def read(path: str | Path) -> Table:
             gc.enable()
 
 
+MAX_TABLE_BYTES = 256 << 20
+"""The most a knowledge-base file may decompress to; a larger one (or a gzip bomb) is refused."""
+
+_CHUNK = 16 << 20
+
+
+def _gunzip(path: Path, *, limit: int = MAX_TABLE_BYTES) -> bytes:
+    """Decompress every gzip member of ``path``, refusing output over ``limit`` bytes before it is held."""
+    data = path.read_bytes()
+    if not data:
+        return b""
+    if data[:2] != b"\037\213":
+        raise gzip.BadGzipFile(f"Not a gzipped file ({data[:2]!r})")
+    pieces: list[bytes] = []
+    total = 0
+    while data.count(0) != len(data):  # like gzip, tolerate trailing zero padding after the last member
+        member = zlib.decompressobj(wbits=31)  # gzip framing; checks the CRC-32 and length trailer
+        while not member.eof:
+            piece = member.decompress(data, _CHUNK)
+            total += len(piece)
+            if total > limit:
+                raise KnowledgeBaseError(
+                    f"Knowledge base {path} is too large: it decompresses to more than {limit >> 20} MiB."
+                )
+            pieces.append(piece)
+            data = member.unconsumed_tail
+            if not data and not piece and not member.eof:
+                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        data = member.unused_data
+    return b"".join(pieces)
+
+
 def _read(path: Path) -> Table:
     try:
-        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        text = _gunzip(path).decode("utf-8")
         records = list(csv.reader(io.StringIO(text, newline="")))
     except FileNotFoundError:
         raise KnowledgeBaseError(f"Knowledge base {path} does not exist.") from None
@@ -451,7 +484,7 @@ def _read(path: Path) -> Table:
     for name, kind in COLUMNS.items():
         try:
             columns[name] = _parse_column(raw[name], kind)
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, RecursionError):
             raise _bad_cell(path, name, kind, raw[name]) from None
     versions = columns["schema_version"]
     if versions.count(SCHEMA_VERSION) != len(versions):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -64,6 +65,7 @@ PARAM_KEYS = ("type", "low", "high", "log", "step", "choices", "when")
 TYPES = ("int", "float", "categorical")
 PLACEHOLDERS = ("${cores}", "${cores_half}")
 BOOL = (True, False)
+MAX_INT = 10**15  # far beyond any sane bound; keeps float() and :g formatting of file ints safe
 
 # (kind, low, high) for numeric Config fields; the bounds are the sane limits a file may use.
 _NUMERIC: dict[str, tuple[str, float, float]] = {
@@ -264,7 +266,7 @@ class SearchSpace:
             if framework not in self.frameworks:
                 raise SearchSpaceError(
                     f"{self.name}: params.framework: one of {', '.join(self.frameworks)} is needed; "
-                    f"found {framework!r}"
+                    f"found {_show(framework)}"
                 )
             prefix = framework + "."
             values = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
@@ -287,6 +289,26 @@ class SearchSpace:
 
 
 # ----------------------------------------------------------------------------------- loading
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxset, _REPR.maxtuple = 2, 6, 6, 6, 6
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 60, 60, 40
+MAX_SHOWN = 200
+
+
+def _show(value: Any) -> str:
+    """A short repr of a value from the file: YAML aliases can make a 1 KB file's value enormous."""
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError):  # an int past Python's digit limit, a self-referencing alias
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+
+
+def _name(value: Any) -> str:
+    """A key from the file as it appears in an error's dotted path, shortened when long."""
+    return value if isinstance(value, str) and len(value) <= _REPR.maxstring else _show(value)
 
 
 def _fail(where: str, key: str, message: str) -> SearchSpaceError:
@@ -324,6 +346,8 @@ def _read_yaml(path: Path, where: str) -> Any:
         return yaml.safe_load(text)
     except RecursionError:
         raise _fail(where, "", f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # a constructor's own check: an int past Python's digit limit, a bad date
+        raise _fail(where, "", f"a value cannot be read: {' '.join(str(exc).split())[:MAX_SHOWN]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -351,7 +375,7 @@ def load_space(name_or_path: str | os.PathLike[str], *, cores: int | None = None
         path = spaces_dir() / f"{text}.yaml"
         if not path.is_file():
             raise SearchSpaceError(
-                f"Unknown search space {text!r}: choose one of {', '.join(list_spaces())} or give a .yaml file."
+                f"Unknown search space {_show(text)}: choose one of {', '.join(list_spaces())} or give a .yaml file."
             )
     where = path.name
     document = _read_yaml(path, where)
@@ -381,13 +405,13 @@ def space_from_document(
                     f"found {type(document).__name__}")
     for key in document:
         if key not in TOP_LEVEL_KEYS:
-            raise _fail(where, "", f"unknown top-level key {key!r}; accepted: {', '.join(TOP_LEVEL_KEYS)}")
+            raise _fail(where, "", f"unknown top-level key {_show(key)}; accepted: {', '.join(TOP_LEVEL_KEYS)}")
     framework = document.get("framework")
     if framework not in FRAMEWORKS:
-        raise _fail(where, "framework", f"must be one of {', '.join(FRAMEWORKS)}; found {framework!r}")
+        raise _fail(where, "framework", f"must be one of {', '.join(FRAMEWORKS)}; found {_show(framework)}")
     target = document.get("target")
     if target not in TARGETS:
-        raise _fail(where, "target", f"must be one of {', '.join(TARGETS)}; found {target!r}")
+        raise _fail(where, "target", f"must be one of {', '.join(TARGETS)}; found {_show(target)}")
     description = document.get("description", "")
     if not isinstance(description, str):
         raise _fail(where, "description", f"must be text; found {type(description).__name__}")
@@ -396,7 +420,7 @@ def space_from_document(
 
     raw_params = document.get("params")
     if not isinstance(raw_params, dict) or not raw_params:
-        raise _fail(where, "params", f"must be a non-empty mapping of parameter names; found {raw_params!r}")
+        raise _fail(where, "params", f"must be a non-empty mapping of parameter names; found {_show(raw_params)}")
     if len(raw_params) > MAX_PARAMS:
         raise _fail(where, "params", f"at most {MAX_PARAMS} parameters are accepted; found {len(raw_params)}")
     params: list[Param] = []
@@ -405,7 +429,7 @@ def space_from_document(
 
     raw_fixed = document.get("fixed") or {}
     if not isinstance(raw_fixed, dict):
-        raise _fail(where, "fixed", f"must be a mapping of Config fields to values; found {raw_fixed!r}")
+        raise _fail(where, "fixed", f"must be a mapping of Config fields to values; found {_show(raw_fixed)}")
     fixed: dict[str, Any] = {}
     for fname, value in raw_fixed.items():
         fixed[fname] = _parse_fixed(where, fname, value, framework, target, resolve)
@@ -433,7 +457,7 @@ def _check_consistency(where: str, space: SearchSpace) -> None:
                     "SGD has no momentum); found 'momentum'")
     device = space.fixed.get("device", "cuda" if space.target == "gpu" else "cpu")
     if (space.target == "gpu") != str(device).startswith("cuda"):
-        raise _fail(where, "fixed.device", f"must match target {space.target!r}; found {device!r}")
+        raise _fail(where, "fixed.device", f"must match target {_show(space.target)}; found {_show(device)}")
     # Every extreme corner must build a valid Config: catches e.g. a fixed momentum with sgd.
     probe: dict[str, Any] = {}
     for p in space.params:
@@ -448,7 +472,7 @@ def _check_consistency(where: str, space: SearchSpace) -> None:
 def _resolve(where: str, key: str, value: Any, resolve: Mapping[str, int]) -> Any:
     if isinstance(value, str) and "${" in value:
         if value not in resolve:
-            raise _fail(where, key, f"unknown placeholder {value!r}; accepted: {', '.join(PLACEHOLDERS)}")
+            raise _fail(where, key, f"unknown placeholder {_show(value)}; accepted: {', '.join(PLACEHOLDERS)}")
         return resolve[value]
     return value
 
@@ -456,13 +480,17 @@ def _resolve(where: str, key: str, value: Any, resolve: Mapping[str, int]) -> An
 def _number(where: str, key: str, value: Any, kind: str) -> float:
     if isinstance(value, str):
         hint = " (write 1.0e-4, not 1e-4: YAML reads the latter as text)" if "e" in value.lower() else ""
-        raise _fail(where, key, f"must be a number; found the text {value!r}{hint}")
+        raise _fail(where, key, f"must be a number; found the text {_show(value)}{hint}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(where, key, f"must be a number; found {value!r}")
+        raise _fail(where, key, f"must be a number; found {_show(value)}")
+    if isinstance(value, int) and not -MAX_INT <= value <= MAX_INT:  # float() of it would overflow
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        raise _fail(where, key, f"must be a number of at most {MAX_INT:.0e} in magnitude; found an integer "
+                    f"of about {digits:,} digits")
     if not math.isfinite(value):
-        raise _fail(where, key, f"must be a finite number; found {value!r}")
+        raise _fail(where, key, f"must be a finite number; found {_show(value)}")
     if kind == "int" and not (isinstance(value, int) or float(value).is_integer()):
-        raise _fail(where, key, f"must be an integer; found {value!r}")
+        raise _fail(where, key, f"must be an integer; found {_show(value)}")
     return int(value) if kind == "int" else float(value)
 
 
@@ -478,52 +506,52 @@ def _parse_param(
     where: str, name: Any, spec: Any, framework: str, target: str, resolve: Mapping[str, int],
     earlier: Sequence[Param],
 ) -> Param:
-    key = f"params.{name}"
+    key = f"params.{_name(name)}"
     if name not in PARAM_NAMES:
         extra = " ('seed' comes from --seed; 'device' from the target)" if name in ("seed", "device") else ""
         raise _fail(where, key, f"unknown parameter; accepted: {', '.join(PARAM_NAMES)}{extra}")
     _check_applies(where, key, name, framework, target)
     if not isinstance(spec, dict):
-        raise _fail(where, key, f"must be a mapping like {{type: int, low: 1, high: 8}}; found {spec!r}")
+        raise _fail(where, key, f"must be a mapping like {{type: int, low: 1, high: 8}}; found {_show(spec)}")
     for k in spec:
         if k not in PARAM_KEYS:
-            raise _fail(where, key, f"unknown key {k!r}; accepted: {', '.join(PARAM_KEYS)}")
+            raise _fail(where, key, f"unknown key {_show(k)}; accepted: {', '.join(PARAM_KEYS)}")
     ptype = spec.get("type")
     if ptype not in TYPES:
-        raise _fail(where, f"{key}.type", f"must be one of {', '.join(TYPES)}; found {ptype!r}")
+        raise _fail(where, f"{key}.type", f"must be one of {', '.join(TYPES)}; found {_show(ptype)}")
     when = _parse_when(where, key, spec.get("when"), earlier)
 
     if ptype == "categorical":
         for k in ("low", "high", "log", "step"):
             if k in spec:
-                raise _fail(where, key, f"{k!r} does not apply to a categorical parameter; use 'choices' only")
+                raise _fail(where, key, f"{_show(k)} does not apply to a categorical parameter; use 'choices' only")
         choices = spec.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise _fail(where, f"{key}.choices", f"must be a non-empty list; found {choices!r}")
+            raise _fail(where, f"{key}.choices", f"must be a non-empty list; found {_show(choices)}")
         if len(choices) > MAX_CHOICES:
             raise _fail(where, f"{key}.choices", f"at most {MAX_CHOICES} choices; found {len(choices)}")
         resolved = [_resolve(where, f"{key}.choices", c, resolve) for c in choices]
         for c in resolved:
             _check_value(where, f"{key}.choices", name, c)
         if len({(type(c), c) for c in resolved}) != len(resolved):
-            raise _fail(where, f"{key}.choices", f"must not repeat a value; found {resolved!r}")
+            raise _fail(where, f"{key}.choices", f"must not repeat a value; found {_show(resolved)}")
         return Param(name=name, type="categorical", choices=tuple(resolved), when=when)
 
     if name in _CATEGORICAL:
-        raise _fail(where, f"{key}.type", f"must be 'categorical' for {name}; found {ptype!r}")
+        raise _fail(where, f"{key}.type", f"must be 'categorical' for {name}; found {_show(ptype)}")
     kind, lo_limit, hi_limit = _NUMERIC[name]
     if ptype != kind:
-        raise _fail(where, f"{key}.type", f"must be {kind!r} for {name}; found {ptype!r}")
+        raise _fail(where, f"{key}.type", f"must be {_show(kind)} for {name}; found {_show(ptype)}")
     if "choices" in spec:
         raise _fail(where, key, "'choices' applies to categorical parameters only; use low/high")
     for k in ("low", "high"):
         if k not in spec:
-            raise _fail(where, key, f"a numeric parameter needs 'low' and 'high'; {k!r} is missing")
+            raise _fail(where, key, f"a numeric parameter needs 'low' and 'high'; {_show(k)} is missing")
     low = _number(where, f"{key}.low", _resolve(where, f"{key}.low", spec["low"], resolve), kind)
     high = _number(where, f"{key}.high", _resolve(where, f"{key}.high", spec["high"], resolve), kind)
     log = spec.get("log", False)
     if not isinstance(log, bool):
-        raise _fail(where, f"{key}.log", f"must be true or false; found {log!r}")
+        raise _fail(where, f"{key}.log", f"must be true or false; found {_show(log)}")
     step = spec.get("step")
     if low > high:
         raise _fail(where, key, f"'low' ({low}) must be <= 'high' ({high})")
@@ -547,12 +575,12 @@ def _check_value(where: str, key: str, name: str, value: Any) -> None:
     if name in _CATEGORICAL:
         allowed = _CATEGORICAL[name]
         if not any(_same(value, a) for a in allowed):
-            raise _fail(where, key, f"accepted values are {', '.join(map(str, allowed))}; found {value!r}")
+            raise _fail(where, key, f"accepted values are {', '.join(map(str, allowed))}; found {_show(value)}")
         return
     kind, lo_limit, hi_limit = _NUMERIC[name]
     number = _number(where, key, value, kind)
     if not lo_limit <= number <= hi_limit:
-        raise _fail(where, key, f"must lie within [{lo_limit:g}, {hi_limit:g}]; found {value!r}")
+        raise _fail(where, key, f"must lie within [{lo_limit:g}, {hi_limit:g}]; found {_show(value)}")
 
 
 def _parse_when(
@@ -561,12 +589,12 @@ def _parse_when(
     if when is None:
         return ()
     if not isinstance(when, dict) or not when:
-        raise _fail(where, f"{key}.when", f"must be a mapping like {{optimizer: [momentum]}}; found {when!r}")
+        raise _fail(where, f"{key}.when", f"must be a mapping like {{optimizer: [momentum]}}; found {_show(when)}")
     by_name = {p.name: p for p in earlier}
     out = []
     for ref, values in when.items():
         if ref not in by_name:
-            raise _fail(where, f"{key}.when", f"refers to {ref!r}, which is not a parameter defined above; "
+            raise _fail(where, f"{key}.when", f"refers to {_show(ref)}, which is not a parameter defined above; "
                         f"accepted: {', '.join(by_name) or 'none'}")
         values = values if isinstance(values, list) else [values]
         if not values:
@@ -575,7 +603,7 @@ def _parse_when(
             if not by_name[ref].contains(v):
                 accepted = (", ".join(map(str, by_name[ref].choices)) if by_name[ref].type == "categorical"
                             else f"[{by_name[ref].low}, {by_name[ref].high}]")
-                raise _fail(where, f"{key}.when.{ref}", f"accepted values are {accepted}; found {v!r}")
+                raise _fail(where, f"{key}.when.{ref}", f"accepted values are {accepted}; found {_show(v)}")
         out.append((str(ref), tuple(values)))
     return tuple(out)
 
@@ -583,7 +611,7 @@ def _parse_when(
 def _parse_fixed(
     where: str, name: Any, value: Any, framework: str, target: str, resolve: Mapping[str, int]
 ) -> Any:
-    key = f"fixed.{name}"
+    key = f"fixed.{_name(name)}"
     if name not in FIXED_NAMES:
         extra = " ('seed' comes from --seed)" if name == "seed" else ""
         raise _fail(where, key, f"unknown field; accepted: {', '.join(FIXED_NAMES)}{extra}")
@@ -592,7 +620,7 @@ def _parse_fixed(
     if name == "device":
         if not (value in ("cpu", "cuda") or (isinstance(value, str) and value.startswith("cuda:")
                                               and value[5:].isdigit())):
-            raise _fail(where, key, f"accepted values are cpu, cuda, cuda:<index>; found {value!r}")
+            raise _fail(where, key, f"accepted values are cpu, cuda, cuda:<index>; found {_show(value)}")
         return value
     _check_value(where, key, name, value)
     return value
@@ -620,7 +648,7 @@ def combined_space(
     """
     if target not in TARGETS:
         raise SearchSpaceError(f"The 'target' parameter of combined_space must be one of "
-                               f"{', '.join(TARGETS)}. Got {target!r} instead.")
+                               f"{', '.join(TARGETS)}. Got {_show(target)} instead.")
     frameworks = list(dict.fromkeys(frameworks))
     if not frameworks:
         raise SearchSpaceError("The 'frameworks' parameter of combined_space must name at least one "

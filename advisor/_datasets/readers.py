@@ -169,6 +169,14 @@ def _parse_idx(path: Path, stream: BinaryIO, size: int, compressed: bool, hasher
     if stream.read(1):
         raise file_error(path, f"is longer than declared: data continues after the {shape_text} items "
                                "its header declares")
+    # numpy refuses a shape whose nonzero dimensions overflow its index type even when another
+    # dimension is 0 (so the payload is empty): say so here rather than let reshape raise.
+    extent = dtype.itemsize
+    for d in dims:
+        extent *= max(d, 1)
+    if extent > np.iinfo(np.intp).max:
+        raise file_error(path, f"declares {shape_text} items, a shape too large for any array: the header "
+                               "is corrupt")
     array = np.frombuffer(data, dtype=dtype).reshape(dims)
     if dtype.byteorder == ">":
         array = array.astype(dtype.newbyteorder("="))

@@ -54,6 +54,9 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except AdvisorError as exc:
             fail(str(exc))
+        except OSError as exc:  # a full disk, a permission problem: the system's own words, one line
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            fail(f"{exc.strerror or exc}{where}")
         except KeyboardInterrupt:
             fail("interrupted", code=130)
 

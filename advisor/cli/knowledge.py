@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, List, Optional
+from typing import Annotated, Any, List, NoReturn, Optional
 
 import typer
 from rich.table import Table
 
 from advisor.cli import app
-from advisor.cli._common import err, out, print_json, user_errors
+from advisor.cli._common import err, fail, out, print_json, user_errors
+from advisor.errors import AdvisorError
 
 knowledge_app = typer.Typer(
     help=(
@@ -19,6 +20,14 @@ knowledge_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(knowledge_app, name="knowledge")
+
+
+def _write_failed(path: Path, exc: OSError) -> NoReturn:
+    """Report an operating-system error while writing ``path`` as one line (exit 1)."""
+    if isinstance(exc, AdvisorError):
+        raise exc
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    fail(f"Cannot write {path}: {reason}; the previous file, if any, is unchanged.")
 
 
 @knowledge_app.command("export")
@@ -36,7 +45,10 @@ def export_command(
     """
     from advisor import knowledge
 
-    count = knowledge.export(storage, studies=study or None, out=out_file)
+    try:
+        count = knowledge.export(storage, studies=study or None, out=out_file)
+    except OSError as exc:  # a full disk, a read-only folder: the previous file is left as it was
+        _write_failed(out_file, exc)
     if as_json:
         print_json({"rows": int(count), "skipped": count.skipped, "studies": list(count.studies), "out": str(out_file)})
         return
@@ -59,7 +71,10 @@ def merge_command(
     """
     from advisor import knowledge
 
-    stats = knowledge.merge(inputs, out_file)
+    try:
+        stats = knowledge.merge(inputs, out_file)
+    except OSError as exc:
+        _write_failed(out_file, exc)
     if as_json:
         print_json({"inputs": stats.inputs, "rows_in": stats.rows_in, "rows_out": stats.rows_out,
                     "duplicates": stats.duplicates, "out": str(out_file)})

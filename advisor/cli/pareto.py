@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 import typer
 
 from advisor.cli import app
-from advisor.cli._common import err, out, user_errors
+from advisor.cli._common import err, fail, out, user_errors
+from advisor.errors import AdvisorError
 from advisor.cli.tune import DEFAULT_STORAGE, front_table
 
 
@@ -60,5 +61,11 @@ def pareto_command(
     if out_file is None:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", study)[:100]
         out_file = Path(f"pareto-{safe}.{fmt.value}")
-    path = pareto.export_front(front, fmt.value, out_file)
+    try:
+        path = pareto.export_front(front, fmt.value, out_file)
+    except OSError as exc:  # a full disk, a read-only folder: export_front leaves the old file as it was
+        if isinstance(exc, AdvisorError):
+            raise
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        fail(f"Cannot write {out_file}: {reason}; the previous file, if any, is unchanged.")
     err.print(f"wrote {path} ({len(front.points)} front points)", highlight=False)

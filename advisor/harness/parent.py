@@ -135,7 +135,10 @@ class _Trial:
 
     # -- events --------------------------------------------------------------------------------
     def handle(self, event: dict[str, Any], events_file: Any) -> None:
-        events_file.write(json.dumps(event, default=str) + "\n")
+        try:
+            events_file.write(json.dumps(event, default=str) + "\n")
+        except OSError as exc:  # a full disk mid-trial: the trial fails, the run goes on
+            self.kill("failed", _one_line(f"cannot write {EVENTS_NAME} in {self.trial_dir}", exc))
         try:
             record = self.log.add(event)
         except (KeyError, TypeError, ValueError) as exc:
@@ -154,7 +157,7 @@ class _Trial:
         argv = [self.python, "-m", "advisor.harness.child", str(self.trial_dir)]
         busy0 = busy_cpu_seconds(self.cores)
         with open(self.trial_dir / LOG_NAME, "wb") as log_file, \
-                open(self.trial_dir / EVENTS_NAME, "w", encoding="utf-8") as events_file:
+                open(self.trial_dir / EVENTS_NAME, "w", encoding="utf-8", buffering=1) as events_file:
             try:
                 proc = subprocess.Popen(
                     argv, env=env, cwd=self.trial_dir, stdin=subprocess.DEVNULL, stdout=log_file,
@@ -281,9 +284,31 @@ def _trial_dir(workdir: str | Path | None, trial_id: str, trial_number: int | No
     return path, False
 
 
+def _one_line(what: str, exc: OSError) -> str:
+    return " ".join(f"{what}: {exc.strerror or exc}".split())
+
+
+def _failed_log(what: str, exc: OSError) -> TrialLog:
+    log = TrialLog()
+    log.decide("failed", _one_line(what, exc))
+    return log
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it, so no half-written file is left."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _absolute_paths(workload: Workload) -> Workload:
     """Resolve relative data paths against the caller's folder: the child runs in its trial folder."""
-    changes: dict[str, str] = {}
+    changes: dict[str, Any] = {}
     if workload.data_dir and not os.path.isabs(workload.data_dir):
         changes["data_dir"] = os.path.abspath(workload.data_dir)
     dataset = workload.dataset
@@ -342,7 +367,13 @@ def run_trial(
     granted = resolve_cores(cores, config.threads)
     trial_id = uuid.uuid4().hex
     started_at = datetime.now(timezone.utc).isoformat()
-    trial_dir, temporary = _trial_dir(workdir, trial_id, trial_number)
+    facts: dict[str, Any] = dict(trial_id=trial_id, started_at=started_at, workload=workload, config=config,
+                                 cores=granted, study=study, trial_number=trial_number)
+    try:
+        trial_dir, temporary = _trial_dir(workdir, trial_id, trial_number)
+    except OSError as exc:  # a full disk or a folder we may not write: a failed trial, not an exception
+        return build_result(_failed_log(f"cannot create the trial folder in {workdir or 'the temporary folder'}",
+                                        exc), {"spawned": False}, trial_dir=None, **facts)
     try:
         spec = {
             "trial_id": trial_id,
@@ -351,15 +382,19 @@ def run_trial(
             "cores": list(granted),
             "limits": {"wall_time_s": limits.wall_time_s, "memory_mb": limits.memory_mb},
         }
-        (trial_dir / TRIAL_NAME).write_text(json.dumps(spec, indent=2), encoding="utf-8")
+        try:
+            _write_atomically(trial_dir / TRIAL_NAME, json.dumps(spec, indent=2).encode("utf-8"))
+        except OSError as exc:
+            return build_result(_failed_log(f"cannot write {TRIAL_NAME} in {trial_dir}", exc), {"spawned": False},
+                                trial_dir=None if temporary else trial_dir, **facts)
         trial = _Trial(workload, config, limits=limits, cores=granted, trial_dir=trial_dir,
                        on_epoch=on_epoch, python=python)
-        run = trial.execute()
-        return build_result(
-            trial.log, run, trial_id=trial_id, started_at=started_at, workload=workload, config=config,
-            cores=granted, study=study, trial_number=trial_number,
-            trial_dir=None if temporary else trial_dir,
-        )
+        try:
+            run = trial.execute()
+        except OSError as exc:  # the trial folder's files could not be written (execute killed the tree)
+            trial.log.decide("failed", _one_line(f"cannot write the trial folder {trial_dir}", exc))
+            run = {"spawned": False}
+        return build_result(trial.log, run, trial_dir=None if temporary else trial_dir, **facts)
     finally:
         if temporary:
             shutil.rmtree(trial_dir, ignore_errors=True)

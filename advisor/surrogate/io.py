@@ -11,13 +11,15 @@ The shipped files live in the repository's top-level ``surrogate/`` folder (``kn
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from advisor import __version__
 from advisor.errors import SurrogateError
@@ -138,6 +140,28 @@ def _check_schema(meta: dict[str, Any], path: Path) -> FeatureSchema:
     return schema
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Point file descriptor 2 at the null device for the block (LightGBM's C++ ``Log::Fatal``
+    writes ``[LightGBM] [Fatal] ...`` there before raising; the raised message is kept)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+        finally:
+            os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def load(directory: str | Path) -> Surrogate:
     """Load a surrogate saved by :func:`save`, with ``lightgbm.Booster(model_str=...)``.
 
@@ -159,15 +183,24 @@ def load(directory: str | Path) -> Surrogate:
     lgb = import_lightgbm(lean=True)
     boosters: dict[str, dict[float, Any]] = {}
     files = meta.get("files") or {}
+    if not isinstance(files, dict):
+        raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: 'files' must be a JSON object, "
+                             f"got {type(files).__name__}.")
     for objective in OBJECTIVES:
         boosters[objective] = {}
+        per_alpha = files.get(objective) or {}
+        if not isinstance(per_alpha, dict):
+            raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: 'files' entry {objective!r} must be a "
+                                 f"JSON object, got {type(per_alpha).__name__}.")
         for alpha in QUANTILES:
-            name = (files.get(objective) or {}).get(str(alpha))
-            if not name:
+            name = per_alpha.get(str(alpha))
+            if not name or not isinstance(name, str):
                 raise SurrogateError(f"Surrogate meta {meta_path} names no model for {objective!r} at quantile {alpha}.")
             path = directory / Path(name).name
             try:
-                booster = lgb.Booster(model_str=path.read_text(encoding="utf-8"))
+                text = path.read_text(encoding="utf-8")
+                with _native_stderr_silenced():  # LightGBM's Fatal also writes to fd 2 itself
+                    booster = lgb.Booster(model_str=text)
             except FileNotFoundError:
                 raise SurrogateError(f"Surrogate model file {path} is missing.") from None
             except (OSError, UnicodeDecodeError, lgb.basic.LightGBMError, ValueError) as exc:
