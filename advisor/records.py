@@ -193,6 +193,10 @@ class EpochRecord(_JsonRecord):
     loss: float
     test_accuracy: float
     eval_time_s: float
+    #: Peak RSS of the trial's process tree so far, as the parent's monitor saw it when this
+    #: epoch's event arrived (None in records from before it was kept). Lets early stopping bound
+    #: the memory objective while a trial runs.
+    peak_memory_mb: float | None = None
 
 
 @dataclass(frozen=True)

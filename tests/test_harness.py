@@ -155,6 +155,10 @@ def test_ok_trial_records_outcomes_and_provenance(tmp_path: Path) -> None:
     assert result.error is None
     assert [e.epoch for e in result.epochs] == [1, 2, 3] and list(result.epochs) == seen
     assert result.epochs_completed == 3
+    # The parent stamps each epoch with the tree's peak RSS so far: early stopping's memory bound.
+    peaks = [e.peak_memory_mb for e in result.epochs]
+    assert all(p is not None and p > 10 for p in peaks) and peaks == sorted(peaks)
+    assert peaks[-1] <= result.peak_memory_mb
     times = [e.train_time_s for e in result.epochs]
     assert times == sorted(times) and result.train_time_s == pytest.approx(times[-1])
     assert result.test_accuracy == result.epochs[-1].test_accuracy

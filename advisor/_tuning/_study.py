@@ -277,7 +277,7 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
                     epochs_done=record.epoch, epochs_total=config.epochs,
                     train_time_s=record.train_time_s, epoch_times=[r.epoch_time_s for r in curve],
                     accuracies=[r.test_accuracy for r in curve],
-                    peak_memory_mb=getattr(record, "peak_memory_mb", None), settings=stopping)
+                    peak_memory_mb=record.peak_memory_mb, settings=stopping)
                 if record.epoch >= config.epochs:
                     return True
                 reason = prune_decision(point, objectives=spec.objectives, front=front,

@@ -176,6 +176,11 @@ class TreeMonitor(threading.Thread):
             self._sampler_cpu = time.thread_time() - cpu0
             self._wall = time.monotonic() - t0
 
+    @property
+    def peak_rss_mb(self) -> float:
+        """Peak RSS of the tree in MiB over the samples taken so far."""
+        return self._peak_rss
+
     def summary(self) -> MonitorSummary:
         """Peak memory, tree CPU time and the monitor's own cost."""
         with self._lock:

@@ -144,6 +144,9 @@ class _Trial:
         except (KeyError, TypeError, ValueError) as exc:
             self.kill("failed", f"progress channel: malformed {event.get('event')!r} event ({exc})")
             return
+        if record is not None and self._monitor is not None:
+            record = dataclasses.replace(record, peak_memory_mb=round(self._monitor.peak_rss_mb, 1))
+            self.log.epochs[-1] = record
         if record is not None and self.on_epoch is not None and self.log.status is None:
             if self.on_epoch(record) is False:
                 self.kill("pruned", f"stopped by on_epoch after epoch {record.epoch}")

@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2, help="trials per cell per round")
     ap.add_argument("--frameworks", default="sklearn,torch,onnxruntime,tensorflow")
     ap.add_argument("--datasets", default="digits,mnist,cifar10")
+    ap.add_argument("--max-samples", type=int, default=None,
+                    help="skip cells whose training set is larger (the full set counts at its size)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trial-timeout", type=float, default=240.0)
     ap.add_argument("--workdir", default="/tmp/advisor-collect")
@@ -129,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     cores = [int(c) for c in args.cores.split(",")]
     datasets = set(args.datasets.split(","))
     plan = [c for c in cells(args.frameworks.split(",")) if c.dataset in datasets]
+    if args.max_samples is not None:
+        plan = [c for c in plan if (c.train_samples or FULL[c.dataset]) <= args.max_samples]
     rng = np.random.default_rng([args.seed, *cores])
     limits = Limits(wall_time_s=args.trial_timeout, memory_mb=8192)
     done_total = 0
