@@ -288,14 +288,28 @@ def _columns(cands: Sequence[_Candidate], workload: WorkloadInfo, target: Target
 
 
 def pareto_mask(costs: np.ndarray) -> np.ndarray:
-    """Rows of ``costs`` (n x m, all minimised) that no other row dominates."""
+    """Rows of ``costs`` (n x m, all minimised) that no other row dominates.
+
+    Rows are visited in lexicographic order, so a row can only be dominated by one visited before
+    it; by transitivity it suffices to test it against the front found so far, which stays small.
+    Equal rows do not dominate each other: all of them are kept.
+    """
     n = len(costs)
-    keep = np.ones(n, dtype=bool)
-    for start in range(0, n, 256):
-        block = costs[start:start + 256, None, :]
-        le = np.all(costs[None, :, :] <= block, axis=2)
-        lt = np.any(costs[None, :, :] < block, axis=2)
-        keep[start:start + 256] = ~np.any(le & lt, axis=1)
+    keep = np.zeros(n, dtype=bool)
+    if n == 0:
+        return keep
+    costs = np.asarray(costs, dtype=float)
+    front = np.empty_like(costs)
+    k = 0
+    for i in np.lexsort(costs.T[::-1]):
+        row = costs[i]
+        if k:
+            f = front[:k]
+            if np.any(np.all(f <= row, axis=1) & np.any(f < row, axis=1)):
+                continue
+        front[k] = row
+        k += 1
+        keep[i] = True
     return keep
 
 

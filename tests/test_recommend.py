@@ -144,6 +144,14 @@ def test_pareto_mask() -> None:
     assert rc.pareto_mask(pts).tolist() == [True, True, True, False, True, False]
 
 
+def test_pareto_mask_matches_brute_force_with_ties() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        pts = rng.integers(0, 4, size=(int(rng.integers(0, 40)), 3)).astype(float)  # many ties
+        brute = [not np.any(np.all(pts <= p, axis=1) & np.any(pts < p, axis=1)) for p in pts]
+        assert rc.pareto_mask(pts).tolist() == brute
+
+
 def test_warm_start_params_fit_the_search_space(shipped: tuple[Path, Path]) -> None:
     params = rc.warm_start_params("torch", "mnist", None, "cpu", 3, table=shipped[0], model_dir=shipped[1], cores=2)
     assert len(params) == 3
