@@ -150,6 +150,13 @@ child" is what torch reported after the settings were applied inside the trial p
 {md_table(["threads", "runs", "median train s", "CV", "busy cores", "of granted", "threads in child", "contended runs"], rows)}
 
 Train-time ratio, 1 thread / 2 threads (medians): **{ratio:.2f}x**.
+
+At 2 threads the tree keeps fewer than 2 cores busy on average: the child does run 2 intra-op
+threads (the "threads in child" column), but each training step also has single-threaded work
+(the Python loop, batch slicing, optimizer bookkeeping and small kernels below PyTorch's
+parallel grain), during which the second core idles. A larger model or batch raises the figure.
+The first run of this benchmark, taken while other work shared the cores, is kept in
+`raw/threads-first-run-contended.jsonl`.
 """
     _write("threads.md", text)
 
