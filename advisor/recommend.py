@@ -4,8 +4,9 @@
    sampled at random, plus the seed study's stock settings (:mod:`advisor.presets`).
 2. The surrogate predicts time, accuracy and memory for all of them in one batched call per model.
 3. The user's constraints filter them (on the predicted median); the predicted Pareto front is
-   kept and ranked by preference: ``fast``, ``accurate``, ``lean`` or ``balanced`` (the knee: the
-   front point closest to the ideal once each objective is scaled to [0, 1]).
+   kept and ranked by preference: ``fast``, ``accurate``, ``lean`` or ``balanced`` (among the
+   front points predicted within one accuracy point of the best, the one closest to the fastest
+   and leanest, time and memory each scaled to [0, 1]).
 4. Each choice carries evidence: the nearest measured trials in standardised feature space.
 5. When the table has no trials on the requested device kind, or none near the dataset's
    meta-features, the result says it is an extrapolation, gives the reasons and widens the bands.
@@ -48,6 +49,8 @@ __all__ = [
 ]
 
 PREFERENCES = ("fast", "accurate", "lean", "balanced")
+#: ``balanced`` picks among configurations predicted within this much accuracy of the best one.
+BALANCED_ACCURACY_SLACK = 0.01
 DEFAULT_CANDIDATES = 500  # per framework; a few thousand in all
 EVIDENCE_K = 3
 # How much wider an extrapolated band is: x2 in log space for time and memory, +-0.1 accuracy.
@@ -314,7 +317,14 @@ def pareto_mask(costs: np.ndarray) -> np.ndarray:
 
 
 def _rank(costs: np.ndarray, preference: str) -> np.ndarray:
-    """Order of rows (costs: log time, -accuracy, log memory) by preference, best first."""
+    """Order of rows (costs: log time, -accuracy, log memory) by preference, best first.
+
+    ``balanced`` first keeps the rows whose accuracy is within :data:`BALANCED_ACCURACY_SLACK` of
+    the best row's and orders them by their distance to the fastest and leanest of them (time and
+    memory each scaled to [0, 1] over that set); the other rows follow, by distance to the ideal
+    point with all three objectives scaled. A knee over all three objectives alone tends to pick a
+    configuration that trains in no time to a useless accuracy, which no user means by balanced.
+    """
     t, a, m = costs[:, 0], costs[:, 1], costs[:, 2]
     if preference == "fast":
         return np.lexsort((m, a, t))
@@ -322,9 +332,18 @@ def _rank(costs: np.ndarray, preference: str) -> np.ndarray:
         return np.lexsort((m, t, a))
     if preference == "lean":
         return np.lexsort((t, a, m))
-    span = costs.max(axis=0) - costs.min(axis=0)
-    scaled = (costs - costs.min(axis=0)) / np.where(span > 0, span, 1.0)
-    return np.lexsort((t, np.linalg.norm(scaled, axis=1)))
+
+    def knee(block: np.ndarray) -> np.ndarray:
+        span = block.max(axis=0) - block.min(axis=0)
+        scaled = (block - block.min(axis=0)) / np.where(span > 0, span, 1.0)
+        return np.linalg.norm(scaled, axis=1)
+
+    near = a <= a.min() + BALANCED_ACCURACY_SLACK
+    first = np.flatnonzero(near)
+    rest = np.flatnonzero(~near)
+    first = first[np.lexsort((t[first], knee(costs[first][:, [0, 2]])))]
+    rest = rest[np.lexsort((t[rest], knee(costs[rest])))] if len(rest) else rest
+    return np.concatenate([first, rest])
 
 
 def _layers(costs: np.ndarray, want: int) -> list[int]:

@@ -251,3 +251,13 @@ def test_a_recommendation_loads_no_framework_optuna_or_sklearn(shipped: tuple[Pa
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
+
+
+def test_balanced_prefers_the_fastest_near_best_accuracy_over_a_useless_fast_point() -> None:
+    # costs: log time, -accuracy, log memory
+    costs = np.array([[np.log(0.05), -0.72, 5.0],   # trains in no time to a useless accuracy
+                      [np.log(10.0), -0.950, 6.0],
+                      [np.log(5.0), -0.945, 6.0],   # within 0.01 of the best, and the fastest there
+                      [np.log(50.0), -0.951, 6.0]])
+    order = rc._rank(costs, "balanced").tolist()
+    assert order[0] == 2 and order[-1] == 0 and sorted(order) == [0, 1, 2, 3]
