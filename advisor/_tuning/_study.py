@@ -186,6 +186,52 @@ class _TrialFailed(Exception):
     """Raised by the objective so Optuna records FAIL; the status is in the user attributes."""
 
 
+class _Interrupts:
+    """^C / SIGTERM while a worker loop runs: raised at once inside a trial's run (which kills the
+    trial's process tree and records the trial as interrupted), deferred everywhere else, so that
+    an interrupt never cuts Optuna's own bookkeeping (creating, sampling or finishing a trial) in
+    half and leaves a trial RUNNING. The loop checks ``pending`` at its safe points."""
+
+    interruptible = False
+    pending = False
+
+
+_INTERRUPTS = _Interrupts()
+
+
+@contextlib.contextmanager
+def _deferred_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if _INTERRUPTS.interruptible:
+            raise KeyboardInterrupt(f"signal {signum}")
+        _INTERRUPTS.pending = True
+
+    _INTERRUPTS.pending = False
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        _INTERRUPTS.interruptible = False
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """The span in which an interrupt is raised at once (a pending one is raised on entry)."""
+    _INTERRUPTS.interruptible = True
+    try:
+        if _INTERRUPTS.pending:
+            raise KeyboardInterrupt("interrupted before the trial started")
+        yield
+    finally:
+        _INTERRUPTS.interruptible = False
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into KeyboardInterrupt for the duration (main thread only), so a terminated
@@ -290,8 +336,9 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
         granted = list(cores)[: config.threads] if cores else None
         trial.set_user_attr("advisor.started", time.time())  # the trial's process is being spawned
         try:
-            result = run_trial(spec.workload, config, limits=limits, cores=granted, workdir=workdir,
-                               study=trial.study.study_name, trial_number=trial.number, on_epoch=on_epoch)
+            with _interruptible():
+                result = run_trial(spec.workload, config, limits=limits, cores=granted, workdir=workdir,
+                                   study=trial.study.study_name, trial_number=trial.number, on_epoch=on_epoch)
         except KeyboardInterrupt:
             trial.set_user_attr(STATUS_ATTR, "failed")
             trial.set_user_attr(ERROR_ATTR, "interrupted: the study was stopped during this trial")
@@ -336,6 +383,16 @@ def worker_loop(
     Returns:
         ``True`` when interrupted (KeyboardInterrupt or SIGTERM).
     """
+    with _deferred_interrupts():
+        return _worker_loop(study, space=space, cores=cores, seed=seed, deadline=deadline, workdir=workdir,
+                            worker=worker, parallel=parallel, progress=progress)
+
+
+def _worker_loop(
+    study: Any, *, space: SearchSpace, cores: Sequence[int] | None, seed: int | None,
+    deadline: float | None, workdir: str | Path | None, worker: str, parallel: bool,
+    progress: Callable[[StudyProgress], None] | None,
+) -> bool:
     import optuna
 
     sampler_name = ""
@@ -343,6 +400,8 @@ def worker_loop(
     last = ""
     outage_since: float | None = None
     while True:
+        if _INTERRUPTS.pending:
+            return True
         try:
             spec = read_spec(study)
             if sampler is None or sampler_name != spec.sampler:
@@ -361,6 +420,8 @@ def worker_loop(
             if counts.finished + counts.running >= spec.n_trials:
                 time.sleep(POLL_S)
                 continue
+            if _INTERRUPTS.pending:
+                return True
             objective = make_objective(spec, space, cores=cores, workdir=workdir, worker=worker)
             try:
                 with warnings.catch_warnings():
