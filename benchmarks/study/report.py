@@ -96,6 +96,17 @@ class Report:
     def kind(self, kind: str) -> dict[str, StudyData]:
         return {n: d for n, d in sorted(self.studies.items()) if d.attrs.get("study.kind") == kind}
 
+    def section(self, kind: str, heading: str, intro: str) -> dict[str, StudyData] | None:
+        """Open a section: its heading and intro, then the studies of ``kind``, or None (and the
+        "not yet measured" line) when none of them holds a trial."""
+        studies = self.kind(kind)
+        self.parts.append(heading + "\n")
+        self.parts.append(intro + "\n")
+        if not any(d.results for d in studies.values()):
+            self.parts.append(NOT_YET + "\n")
+            return None
+        return studies
+
     def figure(self, fig: Any, name: str) -> str:
         import matplotlib.pyplot as plt
 
@@ -109,14 +120,12 @@ class Report:
     # --- 1. defaults ------------------------------------------------------------------------
 
     def defaults(self) -> None:
-        studies = self.kind("defaults")
-        self.parts.append("## 1. Do framework defaults transfer?\n")
-        self.parts.append(
+        studies = self.section(
+            "defaults", "## 1. Do framework defaults transfer?",
             "Each seed framework's stock settings (`advisor/presets.py`) run on each of our four frameworks; "
             f"LeNet-5 on MNIST, cifar_quick on CIFAR-10. Command: {_cmd('defaults.py', '--repeats 3')}; "
-            "studies `defaults-<preset>-<framework>`.\n")
-        if not any(d.results for d in studies.values()):
-            self.parts.append(NOT_YET + "\n")
+            "studies `defaults-<preset>-<framework>`.")
+        if studies is None:
             return
         rows, grid = [], {}
         for name, d in studies.items():
@@ -171,14 +180,12 @@ class Report:
     # --- 2. knobs ---------------------------------------------------------------------------
 
     def knobs(self) -> None:
-        studies = self.kind("knob")
-        self.parts.append("## 2. One knob at a time\n")
-        self.parts.append(
+        studies = self.section(
+            "knob", "## 2. One knob at a time",
             "From a fixed base (Adam, lr 1e-3, batch 64, 3 epochs on MNIST / 5 on CIFAR-10, all granted cores, "
             f"oneDNN on) one knob varies. Command: {_cmd('knobs.py', '--repeats 3')}; studies "
-            "`knob-<framework>-<dataset>-<knob>`. Each row: median [min-max], CV over the repeats.\n")
-        if not any(d.results for d in studies.values()):
-            self.parts.append(NOT_YET + "\n")
+            "`knob-<framework>-<dataset>-<knob>`. Each row: median [min-max], CV over the repeats.")
+        if studies is None:
             return
         by_cell: dict[tuple[str, str], list[tuple[str, StudyData]]] = defaultdict(list)
         for name, d in studies.items():
@@ -307,17 +314,15 @@ class Report:
     # --- 4. profiles ------------------------------------------------------------------------
 
     def profiles(self) -> None:
-        studies = self.kind("profile")
-        self.parts.append("## 4. Resource profiles\n")
-        self.parts.append(
+        studies = self.section(
+            "profile", "## 4. Resource profiles",
             f"Command: {_cmd('profiles.py')}; studies `profile-<framework>-<dataset>`. The harness keeps only "
             "each trial's peak RSS, mean busy cores and the number of monitor samples "
             "(`extra['monitor_samples']`), not the samples themselves, so profiles.py samples the trial's "
             "process tree from the parent (every 0.25 s) and stores the series with the trial "
             "(`study.profile`). Time is wall time since spawn: interpreter start, import and data loading come "
-            "before training.\n")
-        if not any(d.results for d in studies.values()):
-            self.parts.append(NOT_YET + "\n")
+            "before training.")
+        if studies is None:
             return
         rows, mem = [], defaultdict(list)
         for name, d in studies.items():
