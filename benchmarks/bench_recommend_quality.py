@@ -45,7 +45,7 @@ from typing import Any, Iterator, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
-    RESULTS, SHARED, append_jsonl, command_line, git_rev, machine_line, md_table, median, read_jsonl,
+    RESULTS, SHARED, append_jsonl, command_line, git_rev, machine_line, md_table, median, outcome_point, read_jsonl,
 )
 
 from advisor.records import FRAMEWORKS, Config, TrialResult, Workload  # noqa: E402
@@ -180,13 +180,6 @@ def tuned_space(max_epochs: int) -> Any:
 
 
 Point = tuple[float, float, float]
-
-
-def point(r: TrialResult | None) -> Point | None:
-    """(train time, accuracy, peak memory) of a completed trial, else None."""
-    if r is None or r.status != "ok" or None in (r.train_time_s, r.test_accuracy, r.peak_memory_mb):
-        return None
-    return (float(r.train_time_s), float(r.test_accuracy), float(r.peak_memory_mb))
 
 
 def reference(points: Sequence[Point]) -> Point:
@@ -417,10 +410,10 @@ def evaluate(job: Job, args: argparse.Namespace, paths: Paths) -> dict[str, Any]
     got = {role: measured(job, role, planned[role], records) for role in ROLES}
     tuned = tuned_results(job, paths)
     tuned_rs = tuned[0] if tuned else []
-    all_pts = [p for role in ROLES for *_, r in got[role] if (p := point(r))] + [p for r in tuned_rs if (p := point(r))]
+    all_pts = [p for role in ROLES for *_, r in got[role] if (p := outcome_point(r))] + [p for r in tuned_rs if (p := outcome_point(r))]
     out: dict[str, Any] = {"job": job, "rec": rec, "got": got, "tuned": tuned}
-    verify_pts = [p for *_, r in got["verify"] if (p := point(r))]
-    tuned_pts = [p for r in tuned_rs if (p := point(r))]
+    verify_pts = [p for *_, r in got["verify"] if (p := outcome_point(r))]
+    tuned_pts = [p for r in tuned_rs if (p := outcome_point(r))]
     if all_pts:
         ref = reference(all_pts)
         out["ref"] = ref
@@ -438,17 +431,17 @@ def evaluate(job: Job, args: argparse.Namespace, paths: Paths) -> dict[str, Any]
         costs = np.array([(p[0], -p[1], p[2]) for p in tuned_pts])
         out["tuned_front"] = int(pareto_mask(costs).sum())
     pick = got["verify"][0][3] if got["verify"] else None
-    defaults_ok = [(label, r) for label, _, _, r in got["default"] if point(r)]
+    defaults_ok = [(label, r) for label, _, _, r in got["default"] if outcome_point(r)]
     best_default = max(defaults_ok, key=lambda x: x[1].test_accuracy) if defaults_ok else None
     out["pick"], out["best_default"] = pick, best_default
-    if point(pick) and best_default:
+    if outcome_point(pick) and best_default:
         d = best_default[1]
         out["acc_ok"] = pick.test_accuracy >= d.test_accuracy
         out["time_ratio"] = pick.train_time_s / d.train_time_s if d.train_time_s else None
         out["target_a"] = bool(out["acc_ok"] and out["time_ratio"] is not None and out["time_ratio"] <= TIME_TARGET)
     elif pick is not None and best_default:
         out["target_a"] = False  # the pick itself failed
-    randoms_ok = [r for *_, r in got["random"] if point(r)]
+    randoms_ok = [r for *_, r in got["random"] if outcome_point(r)]
     out["best_random"] = max(randoms_ok, key=lambda r: r.test_accuracy) if randoms_ok else None
     if out.get("hv_ratio") is not None:
         out["target_b"] = out["hv_ratio"] >= HV_TARGET
@@ -501,7 +494,7 @@ def render_job(ev: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(f"Study `{study_name(job)}` not run yet.")
     else:
         results, counts = ev["tuned"]
-        oks = [r for r in results if point(r)]
+        oks = [r for r in results if outcome_point(r)]
         best_acc = max(oks, key=lambda r: r.test_accuracy) if oks else None
         fastest = min(oks, key=lambda r: r.train_time_s) if oks else None
         lines.append(f"Study `{study_name(job)}`: {counts.get('finished', 0)} finished ({counts.get('complete', 0)} "
@@ -537,7 +530,7 @@ def render(jobs: Sequence[Job], args: argparse.Namespace, paths: Paths) -> None:
         summary.append((
             ev["job"].key, ev["rec"]["heldout_rows"],
             f"{pick.config.framework} {pick.status}" if pick else "not run",
-            _f(pick.test_accuracy, 4) if point(pick) else "n/a", _f(pick.train_time_s, 2) if point(pick) else "n/a",
+            _f(pick.test_accuracy, 4) if outcome_point(pick) else "n/a", _f(pick.train_time_s, 2) if outcome_point(pick) else "n/a",
             f"{bd[0]} ({bd[1].config.framework})" if bd else "n/a",
             _f(bd[1].test_accuracy, 4) if bd else "n/a", _f(bd[1].train_time_s, 2) if bd else "n/a",
             _f(ev.get("time_ratio"), 3) if ev.get("time_ratio") is not None else "n/a", _yes(ev.get("target_a")),

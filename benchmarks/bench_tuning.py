@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, SHARED, machine_line, md_table, median  # noqa: E402
+from common import RESULTS, SHARED, machine_line, md_table, median, outcome_point  # noqa: E402
 
 from advisor.pareto import hypervolume  # noqa: E402
 from advisor.records import TrialResult, Workload  # noqa: E402
@@ -67,12 +67,6 @@ def _trials(name: str) -> list[tuple[float, TrialResult | None, str]]:
     return sorted(rows, key=lambda r: r[0])
 
 
-def _point(r: TrialResult | None) -> tuple[float, float, float] | None:
-    if r is None or r.status != "ok" or None in (r.train_time_s, r.test_accuracy, r.peak_memory_mb):
-        return None
-    return (float(r.train_time_s), float(r.test_accuracy), float(r.peak_memory_mb))
-
-
 def _hv_curve(points_in_order: list[tuple[float, float, float] | None], ref: tuple[float, float, float],
               scale: tuple[float, float, float]) -> list[float]:
     out, seen = [], []
@@ -100,7 +94,7 @@ def report(args: argparse.Namespace) -> None:
             loaded[name] = _trials(name)
         except KeyError:
             continue
-    pts = [p for rows in loaded.values() for _, r, _ in rows if (p := _point(r)) is not None]
+    pts = [p for rows in loaded.values() for _, r, _ in rows if (p := outcome_point(r)) is not None]
     if not pts:
         print("no trials yet", file=sys.stderr)
         return
@@ -112,7 +106,7 @@ def report(args: argparse.Namespace) -> None:
     for (sampler, seed), name in sampler_studies.items():
         if name not in loaded:
             continue
-        curve = _hv_curve([_point(r) for _, r, _ in loaded[name]], ref, scale)
+        curve = _hv_curve([outcome_point(r) for _, r, _ in loaded[name]], ref, scale)
         curves[sampler].append(curve)
         ax1.plot(range(1, len(curve) + 1), curve, color={"tpe": "C0", "nsga2": "C1", "random": "C2"}[sampler],
                  alpha=0.8, label=sampler if seed == 0 else None)
@@ -130,7 +124,7 @@ def report(args: argparse.Namespace) -> None:
         if name not in loaded:
             continue
         rows_ = loaded[name]
-        curve = _hv_curve([_point(r) for _, r, _ in rows_], ref, scale)
+        curve = _hv_curve([outcome_point(r) for _, r, _ in rows_], ref, scale)
         ax2.step([t for t, _, _ in rows_], curve, where="post", label=f"early stopping {'on' if flag else 'off'}")
         states = defaultdict(int)
         for _, r, st in rows_:
@@ -204,7 +198,7 @@ def main() -> None:
     ap.add_argument("parts", nargs="*", default=[], help="samplers and/or early (none with --render-only)")
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--budget", type=float, default=150.0, help="seconds per early-stopping run (the committed run used 150)")
     ap.add_argument("--render-only", action="store_true")
     ap.add_argument("--es-prefix", default="bench-es-mem",
                     help="study names of the early-stopping runs (bench-es: the first run, before epochs "

@@ -82,3 +82,11 @@ def git_rev() -> str:
 
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def outcome_point(result: Any) -> tuple[float, float, float] | None:
+    """(train time, test accuracy, peak memory) of a TrialResult with status ok, else None."""
+    if result is None or result.status != "ok" or None in (
+            result.train_time_s, result.test_accuracy, result.peak_memory_mb):
+        return None
+    return (float(result.train_time_s), float(result.test_accuracy), float(result.peak_memory_mb))
