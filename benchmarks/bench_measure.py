@@ -84,8 +84,8 @@ def part_mnist(args: argparse.Namespace) -> None:
         rows.append((r.config.framework, f"{c.optimizer} lr={c.learning_rate} batch={c.batch_size}",
                      c.epochs, c.threads, c.seed, r.status, r.test_accuracy, r.best_accuracy, r.train_time_s,
                      r.time_to_accuracy.get("0.99"), r.peak_memory_mb, r.cpu_utilization, r.contended))
-    adam = [r for r in _load("mnist-full") if r.config.framework == "torch" and r.config.optimizer == "adam"
-            and r.config.epochs == 12 and r.config.batch_size == 128]
+    ref = MNIST_CONFIGS["torch-adam"]
+    adam = [r for r in _load("mnist-full") if dataclasses.replace(r.config, seed=ref.seed) == ref]
     torch_adam = ", ".join(f"seed {r.config.seed}: {r.test_accuracy:.4f}" for r in adam) or "not yet measured"
     adam_time = f"{median([r.train_time_s for r in adam]):.1f} s" if adam else "n/a"
     adam_mem = f"{median([r.peak_memory_mb for r in adam]):.0f} MiB" if adam else "n/a"
