@@ -19,6 +19,7 @@ in every sweep. Resumable like defaults.py (trial keys in ``study.key``).
 Usage:
     python benchmarks/study/knobs.py --dry-run
     python benchmarks/study/knobs.py --frameworks torch --datasets mnist --knobs batch_size,threads
+    python benchmarks/study/knobs.py --datasets cifar10 --train-samples 2000 --epochs 4 --epoch-values 1,2,4,8
     python benchmarks/study/knobs.py --dataset digits --train-samples 300 --epochs 1 --max-trials 2
 """
 
@@ -83,8 +84,13 @@ def vary(base: Config, knob: str, value: Any, *, cores: int) -> Config:
 def plan(*, frameworks: Sequence[str] = FRAMEWORKS, datasets: Sequence[str] = DATASETS,
          knobs: Sequence[str] | None = None, repeats: int = 3, cores: int = 1, data_dir: str | Path = SHARED,
          dataset: str | None = None, model: str | None = None, train_samples: int | None = TRAIN_SAMPLES,
-         test_samples: int | None = TEST_SAMPLES, epochs: int | None = None) -> list[Cell]:
-    """One cell per (framework, dataset, knob); ``dataset`` replaces ``datasets`` (an override)."""
+         test_samples: int | None = TEST_SAMPLES, epochs: int | None = None,
+         epoch_values: Sequence[int] | None = None) -> list[Cell]:
+    """One cell per (framework, dataset, knob); ``dataset`` replaces ``datasets`` (an override).
+
+    ``epochs`` replaces the base's epochs; the epochs sweep then takes ``epoch_values`` when given,
+    else just ``epochs`` and ``epochs + 1`` (which keeps a quick look tiny).
+    """
     cells = []
     for ds in ([dataset] if dataset else datasets):
         workload = workload_for(ds, data_dir=data_dir, model=model, train_samples=train_samples,
@@ -94,7 +100,9 @@ def plan(*, frameworks: Sequence[str] = FRAMEWORKS, datasets: Sequence[str] = DA
             for knob, values in knob_values(fw, cores=cores).items():
                 if knobs and knob not in knobs:
                     continue
-                if knob == "epochs" and epochs is not None:
+                if knob == "epochs" and epoch_values:
+                    values = tuple(sorted(set(epoch_values)))
+                elif knob == "epochs" and epochs is not None:
                     values = tuple(sorted({epochs, epochs + 1}))  # an override keeps the sweep tiny
                 configs = tuple(dataclasses.replace(vary(base, knob, v, cores=cores), seed=r)
                                 for r in range(repeats) for v in values)
@@ -109,13 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(ap, repeats=3, trial_timeout=900.0)
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--knobs", default=None, help="comma-separated knob names (default: all)")
+    ap.add_argument("--epoch-values", default=None,
+                    help="the epochs sweep, e.g. 1,2,4,8 (default 1,2,4,8,16; with --epochs: that and one more)")
     ap.set_defaults(train_samples=TRAIN_SAMPLES, test_samples=TEST_SAMPLES)
     args = ap.parse_args(argv)
     cells = plan(frameworks=split(args.frameworks), datasets=split(args.datasets),
                  knobs=split(args.knobs) if args.knobs else None, repeats=args.repeats,
                  cores=len(parse_cores(args.cores)), data_dir=args.data_dir, dataset=args.dataset, model=args.model,
                  train_samples=args.train_samples or None, test_samples=args.test_samples or None,
-                 epochs=args.epochs)
+                 epochs=args.epochs,
+                 epoch_values=[int(v) for v in split(args.epoch_values)] if args.epoch_values else None)
     return finish(cells, args)
 
 
