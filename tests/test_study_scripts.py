@@ -20,6 +20,7 @@ import joint  # noqa: E402
 import knobs  # noqa: E402
 import profiles  # noqa: E402
 import report  # noqa: E402
+import targets  # noqa: E402
 
 from advisor.records import Config, EpochRecord, TrialResult, Workload  # noqa: E402
 
@@ -156,3 +157,20 @@ def test_compare_finds_the_fastest_single_knob_change_and_joint_trial() -> None:
     assert c.best_knob_to_base.median_time_to(0.97) == 7.0  # median of 4 and 10 (its second run got there at 10)
     assert joint.joint_winner(c).trial_id == "t4"
     assert c.hypervolume_joint > 0 and c.hypervolume_knobs > 0
+
+
+def test_targets_pick_the_candidate_fastest_to_the_target_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["torch-adam-b64-lr2e-3", "torch-adam-b128-lr3e-3", "tensorflow-adam-b128-lr2e-3"]
+    cfg = {n: dataclasses.replace(targets.CANDIDATES["mnist"][n][0], seed=0) for n in names}
+    results = [_result(0, cfg[names[0]], [(7, 0.98), (14, 0.991)]),
+               _result(1, cfg[names[1]], [(6, 0.985), (12, 0.989), (18, 0.992)])]
+    assert targets.pick_best("mnist", names, results) is None  # the TensorFlow candidate is not screened yet
+    results.append(_result(2, cfg[names[2]], [(8, 0.99)]))
+    assert targets.pick_best("mnist", names, results) == "tensorflow-adam-b128-lr2e-3"  # 8 s beats 14 s
+    # nobody reached 0.99: the most accurate
+    missed = [_result(i, cfg[n], [(5, 0.97 + i / 1000)]) for i, n in enumerate(names)]
+    assert targets.pick_best("mnist", names, missed) == names[2]
+    assert targets.main(["--dry-run", "--storage", "sqlite:////nonexistent/x.db", "--cores", "0,1"]) == 0
+    out = capsys.readouterr().out
+    assert "target-mnist: 7 trials (7 to run), epochs [5]" in out and "target-cifar10: then 2 more repeats" in out
+    assert targets.main(["--dry-run", "--datasets", "digits"]) == 2

@@ -106,6 +106,38 @@ def test_synthetic_rows_train_time_but_not_accuracy() -> None:
     assert len(training_columns(cols, "peak_memory_mb")[1]) == len(ok)
 
 
+def test_conformal_offset_widens_a_narrow_band_to_the_coverage() -> None:
+    from advisor.surrogate.model import conformal_offset
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=2000)
+    lo, hi = np.full_like(y, -0.5), np.full_like(y, 0.5)  # covers about 38% of N(0, 1)
+    q = conformal_offset(y, lo, hi, coverage=0.8)
+    assert 0.7 < q < 0.85  # the 80% band of N(0, 1) is +-1.28
+    inside = np.mean((lo - q <= y) & (y <= hi + q))
+    assert 0.8 <= inside <= 0.81
+    # a band that is too wide is narrowed (negative offset) to the same coverage
+    q_wide = conformal_offset(y, lo - 3, hi + 3, coverage=0.8)
+    assert q_wide < 0 and 0.8 <= np.mean((lo - 3 - q_wide <= y) & (y <= hi + 3 + q_wide)) <= 0.81
+    assert conformal_offset(np.array([]), np.array([]), np.array([])) == 0.0
+
+
+def test_fit_calibrates_the_bands_and_predict_applies_the_offsets(fitted: sg.Surrogate, table_path: Path) -> None:
+    offsets = fitted.meta["band_offsets"]
+    assert set(offsets) == set(sg.OBJECTIVES)
+    assert fitted.meta["band_calibration"]["folds"] >= 2
+    table = kb.read(table_path)
+    calibrated = fitted.predict(table.columns)
+    raw = sg.Surrogate(fitted.schema, fitted.boosters, {**fitted.meta, "band_offsets": {}}).predict(table.columns)
+    for obj, q in offsets.items():
+        np.testing.assert_allclose(calibrated[obj].mid, raw[obj].mid)
+        if q > 0:
+            assert np.all(calibrated[obj].lo <= raw[obj].lo) and np.all(calibrated[obj].hi >= raw[obj].hi)
+            assert np.any(calibrated[obj].hi > raw[obj].hi), obj
+    uncalibrated = sg.fit(table.columns, num_boost_round=20, calibration_folds=0)
+    assert uncalibrated.meta["band_offsets"] == {}
+
+
 def test_predictions_are_monotone_bands_in_range(fitted: sg.Surrogate, table_path: Path) -> None:
     table = kb.read(table_path)
     pred = fitted.predict(table.columns)
