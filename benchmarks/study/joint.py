@@ -22,11 +22,12 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -88,18 +89,20 @@ def knob_groups(studies: dict[str, StudyData], framework: str, dataset: str) -> 
     """The base group and every single-knob group of ``knob-<framework>-<dataset>-*`` studies."""
     by_key: dict[str, list[TrialResult]] = defaultdict(list)
     labels: dict[str, str] = {}
-    base_key, base_cfg = None, None
-    for data in studies.values():
-        a = data.attrs
-        if a.get("study.kind") != "knob" or a.get("study.framework") != framework or a.get("study.dataset") != dataset:
-            continue
-        base_cfg = Config.from_dict(a["study.base"])
-        base_key = config_key(base_cfg)
+    cells = [d for d in studies.values() if d.attrs.get("study.kind") == "knob"
+             and d.attrs.get("study.framework") == framework and d.attrs.get("study.dataset") == dataset]
+    # The base most sweeps share: a sweep run on more cores (the threads sweep) has its own base,
+    # whose runs then count as that knob's values, not as the base.
+    bases = Counter(json.dumps(d.attrs["study.base"], sort_keys=True) for d in cells)
+    base_cfg = Config.from_dict(json.loads(bases.most_common(1)[0][0])) if bases else None
+    base_key = config_key(base_cfg) if base_cfg else None
+    for data in cells:
+        knob = data.attrs["study.knob"]
         for r in _ok(data.results):
             key = config_key(r.config)
             by_key[key].append(r)
             if key != base_key:
-                labels[key] = f"{a['study.knob']}={getattr(r.config, a['study.knob'])}"
+                labels[key] = f"{knob}={getattr(r.config, knob)}"
     base_group = Group("base", base_cfg, tuple(by_key[base_key])) if base_cfg and base_key in by_key else None
     groups = [Group(labels[k], rs[0].config, tuple(rs)) for k, rs in by_key.items() if k != base_key]
     return base_group, groups

@@ -182,8 +182,14 @@ class Report:
     def knobs(self) -> None:
         studies = self.section(
             "knob", "## 2. One knob at a time",
-            "From a fixed base (Adam, lr 1e-3, batch 64, 3 epochs on MNIST / 5 on CIFAR-10, all granted cores, "
-            f"oneDNN on) one knob varies. Command: {_cmd('knobs.py', '--repeats 3')}; studies "
+            "From a fixed base (Adam, lr 1e-3, batch 64, oneDNN on, XLA off, ONNX Runtime sequential with all "
+            "graph optimisations) one knob varies; each framework and dataset states its base, workload and cores "
+            "below. Commands: "
+            f"{_cmd('knobs.py', '--datasets mnist --cores 0 --repeats 2 --knobs batch_size,learning_rate,epochs,onednn,xla,execution_mode,graph_optimization')}, "
+            f"{_cmd('knobs.py', '--datasets cifar10 --train-samples 2000 --test-samples 1000 --epochs 4 --epoch-values 1,2,4,8 --cores 1 --repeats 2 --knobs ...')} "
+            "(the same knobs), and the threads sweeps on both cores, "
+            f"{_cmd('knobs.py', '--cores 0,1 --knobs threads --repeats 2')} with the same dataset options. "
+            "The single-core sweeps ran two at a time, each pinned to its own core. Studies "
             "`knob-<framework>-<dataset>-<knob>`. Each row: median [min-max], CV over the repeats.")
         if studies is None:
             return
@@ -213,10 +219,27 @@ class Report:
                                        statistics.median(r.test_accuracy for r in ok)))
                 panels.append((knob, points))
             self.parts.append(f"### {fw} on {ds}\n")
+            self.parts.append(self._knob_setting(items) + "\n")
             self.parts.append(md_table(["knob", "value", "trials", "train s", "final accuracy", "peak MiB", "study"],
                                        rows) + "\n")
             self.parts.append(self._knob_figure(fw, ds, panels) + f"\n\nFigure from `knob-{fw}-{ds}-*`; "
                               f"{self.render_cmd}.\n")
+
+    @staticmethod
+    def _knob_setting(items: list[tuple[str, StudyData]]) -> str:
+        """One line: the base config(s), the workload and the cores of a framework's sweeps."""
+        bases: dict[str, list[str]] = defaultdict(list)
+        for name, d in items:
+            b = d.attrs.get("study.base") or {}
+            desc = (f"{b.get('optimizer')} lr {b.get('learning_rate'):g}, batch {b.get('batch_size')}, "
+                    f"{b.get('epochs')} epochs, {b.get('threads')} thread(s)") if b else "unknown base"
+            bases[desc].append(str(d.attrs.get("study.knob", name)))
+        work = next((r for _, d in items for r in d.results), None)
+        wl = (f"{work.workload.dataset}/{work.workload.model}, train {work.train_samples}, test {work.test_samples}"
+              if work else "no trials yet")
+        granted = sorted({len(r.cores_granted) for _, d in items for r in d.results if r.cores_granted})
+        base_txt = "; ".join(f"base {desc} (sweeps: {', '.join(knobs)})" for desc, knobs in bases.items())
+        return f"Workload {wl}; {base_txt}; cores granted per trial: {', '.join(map(str, granted)) or 'n/a'}."
 
     def _knob_figure(self, fw: str, ds: str, panels: list[tuple[str, list[tuple[str, float, float, float, float]]]]) -> str:
         import matplotlib.pyplot as plt
@@ -242,7 +265,10 @@ class Report:
         self.parts.append("## 3. Joint tuning against the best single-knob change\n")
         self.parts.append(
             "The seed study claims that tuning several hyper-parameters together beats tuning one. "
-            f"Joint: {_cmd('joint.py', '--trials 40 --confirm 3')} (TPE over the framework's CPU search space, "
+            f"Joint: {_cmd('joint.py', '--frameworks torch --datasets mnist --trials 20 --confirm 3 --cores 1')} and "
+            f"the same for `--datasets cifar10 --train-samples 2000 --test-samples 1000`, each under `taskset -c 1` "
+            "so that the tuner's threads range is the one core the single-knob sweeps had "
+            "(TPE over the framework's CPU search space, "
             "objectives train time and accuracy, same workload as the knob sweeps; study `joint-<fw>-<ds>`, "
             "the winner re-run in `joint-<fw>-<ds>-confirm`). Single knob: the knob studies of section 2. "
             "*Base accuracy* is the base config's median final accuracy; *to base acc.* the median training "
