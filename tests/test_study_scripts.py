@@ -7,6 +7,7 @@ all, shared by the tests through one module-scoped storage.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from pathlib import Path
 
@@ -154,7 +155,8 @@ def test_compare_finds_the_fastest_single_knob_change_and_joint_trial() -> None:
     c = joint.compare({s.name: s for s in (knob_study, joint_study)}, "torch", "mnist")
     assert c.base_accuracy == 0.97
     assert c.best_knob_to_base.label == "batch_size=256"
-    assert c.best_knob_to_base.median_time_to(0.97) == 7.0  # median of 4 and 10 (its second run got there at 10)
+    assert c.best_knob_to_base.median_time_to(0.97) == 4.0  # lower median of 4 and 10 (its second run got there at 10)
+    assert c.base.median_time_to(0.975) == math.inf  # neither base run reached it
     assert joint.joint_winner(c).trial_id == "t4"
     assert c.hypervolume_joint > 0 and c.hypervolume_knobs > 0
 
@@ -174,3 +176,15 @@ def test_targets_pick_the_candidate_fastest_to_the_target_accuracy(capsys: pytes
     out = capsys.readouterr().out
     assert "target-mnist: 7 trials (7 to run), epochs [5]" in out and "target-cifar10: then 2 more repeats" in out
     assert targets.main(["--dry-run", "--datasets", "digits"]) == 2
+
+
+def test_retry_contended_counts_a_disturbed_trial_as_missing() -> None:
+    from types import SimpleNamespace
+
+    def trial(key: str, contended: bool) -> SimpleNamespace:
+        return SimpleNamespace(user_attrs={defaults.KEY_ATTR: key, defaults.RESULT_ATTR: {"contended": contended}})
+
+    study = SimpleNamespace(get_trials=lambda deepcopy=False: [trial("a", False), trial("b", True),
+                                                                SimpleNamespace(user_attrs={})])
+    assert defaults.held_keys(study) == {"a": 1, "b": 1}
+    assert defaults.held_keys(study, retry_contended=True) == {"a": 1}

@@ -118,6 +118,8 @@ def add_common_args(ap: argparse.ArgumentParser, *, repeats: int = 3, trial_time
     ap.add_argument("--train-samples", type=int, default=None, help="override the training-set size (0 = all)")
     ap.add_argument("--test-samples", type=int, default=None, help="override the test-set size (0 = all)")
     ap.add_argument("--epochs", type=int, default=None, help="override the epochs of every trial")
+    ap.add_argument("--retry-contended", action="store_true",
+                    help="run again every planned trial whose stored run was contended (that run is kept, marked)")
 
 
 def pending(cell: Cell, held: Counter[str]) -> list[Config]:
@@ -145,9 +147,19 @@ def open_study(storage: str, name: str) -> Any:
                                load_if_exists=True)
 
 
-def held_keys(study: Any) -> Counter[str]:
-    """The trial keys a study holds (every finished trial counts, failed ones included)."""
-    return Counter(t.user_attrs[KEY_ATTR] for t in study.get_trials(deepcopy=False) if KEY_ATTR in t.user_attrs)
+def held_keys(study: Any, *, retry_contended: bool = False) -> Counter[str]:
+    """The trial keys a study holds (every finished trial counts, failed ones included).
+
+    With ``retry_contended`` a trial during which other processes used its cores does not count,
+    so the plan runs it again; the contended run stays in the study, marked as such.
+    """
+    def counts(t: Any) -> bool:
+        if KEY_ATTR not in t.user_attrs:
+            return False
+        result = t.user_attrs.get(RESULT_ATTR)
+        return not (retry_contended and isinstance(result, Mapping) and result.get("contended"))
+
+    return Counter(t.user_attrs[KEY_ATTR] for t in study.get_trials(deepcopy=False) if counts(t))
 
 
 def _tag_study(study: Any, cell: Cell) -> None:
@@ -184,10 +196,11 @@ def record(study: Any, key: str, result: TrialResult, extra: Mapping[str, Any] |
 
 def run_cells(cells: Sequence[Cell], *, storage: str, cores: Sequence[int], limits: Any,
               max_trials: int | None = None, workdir: str | None = None,
-              observe: Callable[[], Any] | None = None) -> int:
+              observe: Callable[[], Any] | None = None, retry_contended: bool = False) -> int:
     """Run the missing trials of ``cells``, one per cell per round, and record each.
 
     Args:
+        retry_contended: Count a contended stored trial as missing (see :func:`held_keys`).
         observe: Optional factory of an object with ``start()`` and ``stop() -> dict``; the dict
             is stored with the trial as extra user attributes (profiles.py samples with it).
 
@@ -201,7 +214,8 @@ def run_cells(cells: Sequence[Cell], *, storage: str, cores: Sequence[int], limi
         study = open_study(storage, cell.study)
         _tag_study(study, cell)
         studies[cell.study] = study
-        queues[cell.study] = [] if cell.not_applicable else pending(cell, held_keys(study))
+        queues[cell.study] = [] if cell.not_applicable else pending(
+            cell, held_keys(study, retry_contended=retry_contended))
     by_name = {c.study: c for c in cells}
     done = 0
     while any(queues.values()):
@@ -332,7 +346,8 @@ def finish(cells: Sequence[Cell], args: argparse.Namespace, *, observe: Callable
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     done = run_cells(cells, storage=args.storage, cores=parse_cores(args.cores), limits=limits_from(args),
-                     max_trials=args.max_trials, workdir=args.workdir, observe=observe)
+                     max_trials=args.max_trials, workdir=args.workdir, observe=observe,
+                     retry_contended=getattr(args, "retry_contended", False))
     print(f"ran {done} new trials into {args.storage}", file=sys.stderr)
     return 0
 

@@ -57,7 +57,7 @@ class Run:
     contended: bool
 
     def time_to(self, accuracy: float) -> float | None:
-        return next((t for t, a in self.curve if a == a and a >= accuracy), None)
+        return next((t for t, a in self.curve if a is not None and a == a and a >= accuracy), None)
 
 
 def _fmt_spread(values: Sequence[float]) -> str:
@@ -96,6 +96,14 @@ class Report:
     def kind(self, kind: str) -> dict[str, StudyData]:
         return {n: d for n, d in sorted(self.studies.items()) if d.attrs.get("study.kind") == kind}
 
+    @staticmethod
+    def _shown(path: Path) -> str:
+        """``path`` relative to the repository when it lies inside it (the report is committed)."""
+        try:
+            return str(Path(path).resolve().relative_to(REPO))
+        except ValueError:
+            return str(path)
+
     def section(self, kind: str, heading: str, intro: str) -> dict[str, StudyData] | None:
         """Open a section: its heading and intro, then the studies of ``kind``, or None (and the
         "not yet measured" line) when none of them holds a trial."""
@@ -123,8 +131,13 @@ class Report:
         studies = self.section(
             "defaults", "## 1. Do framework defaults transfer?",
             "Each seed framework's stock settings (`advisor/presets.py`) run on each of our four frameworks; "
-            f"LeNet-5 on MNIST, cifar_quick on CIFAR-10. Command: {_cmd('defaults.py', '--repeats 3')}; "
-            "studies `defaults-<preset>-<framework>`.")
+            "LeNet-5 on MNIST (all 60,000 / 10,000 images), cifar_quick on CIFAR-10 (a 5,000 / 2,000 subset: a "
+            "full CIFAR-10 epoch at the stock batch sizes takes minutes here). Commands: "
+            f"{_cmd('defaults.py', '--presets tensorflow-mnist,caffe-mnist,torch-mnist,theano-mnist --frameworks torch,onnxruntime --max-epochs 3 --repeats 3 --cores 1')} "
+            "(and `--frameworks tensorflow --cores 0`), and "
+            f"{_cmd('defaults.py', '--presets tensorflow-cifar10,caffe-cifar10,torch-cifar10,theano-cifar10 --frameworks torch,onnxruntime --train-samples 5000 --test-samples 2000 --max-epochs 3 --repeats 2 --cores 0')} "
+            "(and `--frameworks tensorflow --cores 1`); studies `defaults-<preset>-<framework>`. scikit-learn is "
+            "not run on these: its numpy conv engine needs minutes per epoch at these sizes and batches.")
         if studies is None:
             return
         rows, grid = [], {}
@@ -134,15 +147,16 @@ class Report:
             scaling = (f"{a.get('study.epochs_given', 0):.4g} -> {a.get('study.epochs_run')} "
                        f"(x{a.get('study.epochs_scale')}, cap {a.get('study.max_epochs')})")
             if a.get("study.not_applicable"):
-                rows.append((preset, fw, "n/a", a["study.not_applicable"], "", "", "", "", name))
+                rows.append((preset, fw, "n/a", "", a["study.not_applicable"], "", "", "", "", name))
                 grid[(preset, fw)] = None
                 continue
             ok = _ok(d.results)
             if not d.results:
-                rows.append((preset, fw, scaling, NOT_YET, "", "", "", "", name))
+                rows.append((preset, fw, scaling, "", NOT_YET, "", "", "", "", name))
                 continue
             acc = [r.test_accuracy for r in ok]
-            rows.append((preset, fw, scaling, _statuses(d.results), _fmt_spread([r.train_time_s for r in ok]),
+            size = f"{d.results[0].train_samples} / {d.results[0].test_samples}"
+            rows.append((preset, fw, scaling, size, _statuses(d.results), _fmt_spread([r.train_time_s for r in ok]),
                          _fmt_spread(acc), _fmt_spread([r.best_accuracy for r in ok]),
                          _fmt_spread([r.peak_memory_mb for r in ok]), name))
             if ok:
@@ -150,7 +164,7 @@ class Report:
         self.parts.append(
             "Epochs are scaled to this machine: stock epochs x scale, rounded up, capped (column *epochs*); "
             "learning-rate schedules are not modelled. Timings are median [min-max], CV over the repeats.\n")
-        self.parts.append(md_table(["preset", "framework", "epochs (stock -> run)", "trials", "train s",
+        self.parts.append(md_table(["preset", "framework", "epochs (stock -> run)", "train / test", "trials", "train s",
                                     "final accuracy", "best accuracy", "peak MiB", "study"], rows) + "\n")
         self.parts.append(self._defaults_figure(grid) + f"\n\nFigure from the table above; {self.render_cmd}.\n")
 
@@ -271,8 +285,9 @@ class Report:
             "(TPE over the framework's CPU search space, "
             "objectives train time and accuracy, same workload as the knob sweeps; study `joint-<fw>-<ds>`, "
             "the winner re-run in `joint-<fw>-<ds>-confirm`). Single knob: the knob studies of section 2. "
-            "*Base accuracy* is the base config's median final accuracy; *to base acc.* the median training "
-            "time until an epoch reached it. Hypervolume: (time, accuracy), time scaled by a common reference "
+            "*Base accuracy* is the base config's lower-median final accuracy (a value its runs reached); "
+            "*to base acc.* the lower-median training time until an epoch reached it (a repeat that never did counts "
+            "as infinite; the lower median, since with 2 repeats the plain median would average a time with infinity). Hypervolume: (time, accuracy), time scaled by a common reference "
             "(1.1 x the slowest trial of either side), accuracy from 0; larger is better.\n")
         cells = {(d.attrs.get("study.framework"), d.attrs.get("study.dataset")) for d in self.studies.values()
                  if d.attrs.get("study.kind") in ("knob", "confirm")}
@@ -428,7 +443,7 @@ class Report:
 
     def seed(self) -> None:
         self.parts.append("## 5. Against the seed study\n")
-        kb = f"`{self.kb_path}`" if self.kb_path else "no knowledge base"
+        kb = f"`{self._shown(self.kb_path)}`" if self.kb_path else "no knowledge base"
         self.parts.append(
             "Seed: Server-1 CPU training time and accuracy with each framework's defaults "
             "(`reference/gtdlbench.md`, the seed study's own table). Ours: over every trial in the storage(s) "
@@ -464,14 +479,16 @@ class Report:
             "MNIST: >= 99.0% test accuracy within 15 s of training; CIFAR-10: >= 70% within 300 s on the "
             "data in `cifar-10-batches-bin`. A config counts with the median of at least 3 repeats (same "
             "workload and config, training seeds differ) of its time to the accuracy on the full 10,000-image "
-            "test set; a repeat that never reached it counts as infinitely slow. Over every study in the "
+            "test set; a repeat that never reached it counts as infinitely slow. Contended runs (other processes "
+            "used the granted cores) are left out. Over every study in the "
             f"storage(s); {self.render_cmd}.\n")
         rows = []
         for ds, (acc, budget, source) in TARGETS.items():
             groups: dict[str, list[tuple[str, TrialResult]]] = defaultdict(list)
             for name, d in self.studies.items():
                 for r in d.results:
-                    if r.workload.dataset != ds or r.test_samples < FULL_TEST or source not in (r.workload.data_dir or ""):
+                    if (r.workload.dataset != ds or r.test_samples < FULL_TEST or r.contended
+                            or source not in (r.workload.data_dir or "")):
                         continue
                     groups[r.workload.to_json() + config_key(r.config)].append((name, r))
             eligible = {k: v for k, v in groups.items() if len(v) >= 3}
@@ -508,7 +525,7 @@ class Report:
         from advisor import knowledge
 
         s = knowledge.summarize(knowledge.read(self.kb_path))
-        self.parts.append(f"`{self.kb_path}`: {s['rows']} trials from {s['studies']} studies; by status "
+        self.parts.append(f"`{self._shown(self.kb_path)}`: {s['rows']} trials from {s['studies']} studies; by status "
                           f"{s['by_status']}; by framework {s['by_framework']}; by dataset {s['by_dataset']}; "
                           f"{s['contended']} contended. Collected by `python benchmarks/study/collect.py`, "
                           "exported by `advisor knowledge export`.\n")
