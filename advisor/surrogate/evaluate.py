@@ -26,6 +26,7 @@ import numpy as np
 
 from advisor.surrogate.features import FeatureSchema, schema_from_columns
 from advisor.surrogate.model import (
+    CALIBRATION_FOLDS,
     DEFAULT_ROUNDS,
     LOG_OBJECTIVES,
     MIN_ROWS,
@@ -211,7 +212,49 @@ def training_meta(columns: Mapping[str, Sequence[Any]], *, table_path: str | Pat
         "table": str(table_path),
         "table_sha256": file_sha256(table_path),
         "row_counts": {o: int(len(training_columns(columns, o)[1])) for o in OBJECTIVES},
+        "band_calibration": {"method": "conformalized quantile regression", "folds": CALIBRATION_FOLDS},
+        **_shipped_offsets(table_path),
     }
+
+
+def _shipped_offsets(table_path: str | Path) -> dict[str, Any]:
+    """The shipped model's band offsets when it was fitted on exactly this table, else nothing."""
+    from advisor.errors import AdvisorError
+    from advisor.surrogate.io import file_sha256, load, shipped_model_dir
+
+    try:
+        model = load(shipped_model_dir())
+    except (AdvisorError, OSError):
+        return {}
+    if model.meta.get("table_sha256") != file_sha256(table_path):
+        return {}
+    return {"band_offsets": dict(model.meta.get("band_offsets") or {})}
+
+
+def _shown(table: str) -> str:
+    """A table path as the card shows it: the shipped table by its repository path, others as given."""
+    from advisor.surrogate.io import shipped_table
+
+    try:
+        if table and Path(table).resolve() == shipped_table().resolve():
+            return "surrogate/knowledge.csv.gz (the shipped table)"
+    except OSError:
+        pass
+    return str(table)
+
+
+def _calibration_line(meta: Mapping[str, Any]) -> str:
+    folds = (meta.get("band_calibration") or {}).get("folds", 0)
+    offsets = meta.get("band_offsets") or {}
+    if not folds or folds < 2:
+        return "The bands are the raw 10% and 90% quantile models (not calibrated)."
+    shown = (" The shipped model's offsets: " + ", ".join(f"{k} {v:+.3g}" for k, v in offsets.items()) + "."
+             if offsets else "")
+    return ("The bands are calibrated by conformalized quantile regression: out-of-fold predictions over "
+            f"{folds} random folds of the training rows set how far each band's edges move (in the model's "
+            f"space, log for time and memory).{shown} On rows like the training rows the band then covers "
+            "about 80%; a new dataset or device is not like them (see the coverage below). Every fold of "
+            "the evaluation below calibrates on its own training rows only.")
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:
@@ -248,9 +291,11 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         "peak memory (MiB), each as a median with a 10-90% band (LightGBM quantile regression; time and",
         "memory in log space). Predictions are never measurements: `advisor recommend --verify N` measures.",
         "",
+        _calibration_line(meta),
+        "",
         "## What it was trained on",
         "",
-        f"- Table: `{meta.get('table') or evaluation.table}` (sha256 `{meta.get('table_sha256') or '?'}`), "
+        f"- Table: `{_shown(meta.get('table') or evaluation.table)}` (sha256 `{meta.get('table_sha256') or '?'}`), "
         f"{summary.get('rows', '?')} trials.",
         f"- Rows per model: {', '.join(f'{k} {v}' for k, v in dict(meta.get('row_counts', {})).items())}.",
         f"- Status: {counts('by_status')}.",
