@@ -280,7 +280,8 @@ class Report:
         self.parts.append(
             "The seed study claims that tuning several hyper-parameters together beats tuning one. "
             f"Joint: {_cmd('joint.py', '--frameworks torch --datasets mnist --trials 20 --confirm 3 --cores 1')} and "
-            f"the same for `--datasets cifar10 --train-samples 2000 --test-samples 1000`, each under `taskset -c 1` "
+            "the same for each framework that has a row below (for CIFAR-10 with `--datasets cifar10 --train-samples "
+            "2000 --test-samples 1000`), each under `taskset -c <its core>` "
             "so that the tuner's threads range is the one core the single-knob sweeps had "
             "(TPE over the framework's CPU search space, "
             "objectives train time and accuracy, same workload as the knob sweeps; study `joint-<fw>-<ds>`, "
