@@ -206,29 +206,34 @@ def training_meta(columns: Mapping[str, Sequence[Any]], *, table_path: str | Pat
     from advisor.surrogate._compat import import_lightgbm
     from advisor.surrogate.io import file_sha256
 
+    sha = file_sha256(table_path)
     return {
         "advisor_version": __version__,
         "lightgbm_version": import_lightgbm().__version__,
         "table": str(table_path),
-        "table_sha256": file_sha256(table_path),
+        "table_sha256": sha,
         "row_counts": {o: int(len(training_columns(columns, o)[1])) for o in OBJECTIVES},
         "band_calibration": {"method": "conformalized quantile regression", "folds": CALIBRATION_FOLDS},
-        **_shipped_offsets(table_path),
+        **_shipped_offsets(sha),
     }
 
 
-def _shipped_offsets(table_path: str | Path) -> dict[str, Any]:
-    """The shipped model's band offsets when it was fitted on exactly this table, else nothing."""
-    from advisor.errors import AdvisorError
-    from advisor.surrogate.io import file_sha256, load, shipped_model_dir
+def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
+    """The shipped model's band offsets when it was fitted on the table with this hash, else nothing.
+
+    Reads only the model's ``meta.json``: the boosters are not needed for that.
+    """
+    import json
+
+    from advisor.surrogate.io import META_NAME, shipped_model_dir
 
     try:
-        model = load(shipped_model_dir())
-    except (AdvisorError, OSError):
+        meta = json.loads((shipped_model_dir() / META_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
-    if model.meta.get("table_sha256") != file_sha256(table_path):
+    if not isinstance(meta, dict) or meta.get("table_sha256") != table_sha256:
         return {}
-    return {"band_offsets": dict(model.meta.get("band_offsets") or {})}
+    return {"band_offsets": dict(meta.get("band_offsets") or {})}
 
 
 def _shown(table: str) -> str:
@@ -246,7 +251,7 @@ def _shown(table: str) -> str:
 def _calibration_line(meta: Mapping[str, Any]) -> str:
     folds = (meta.get("band_calibration") or {}).get("folds", 0)
     offsets = meta.get("band_offsets") or {}
-    if not folds or folds < 2:
+    if folds < 2:
         return "The bands are the raw 10% and 90% quantile models (not calibrated)."
     shown = (" The shipped model's offsets: " + ", ".join(f"{k} {v:+.3g}" for k, v in offsets.items()) + "."
              if offsets else "")
