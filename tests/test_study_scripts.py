@@ -176,6 +176,13 @@ def test_targets_pick_the_candidate_fastest_to_the_target_accuracy(capsys: pytes
     out = capsys.readouterr().out
     assert "target-mnist: 7 trials (7 to run), epochs [5]" in out and "target-cifar10: then 2 more repeats" in out
     assert targets.main(["--dry-run", "--datasets", "digits"]) == 2
+    assert targets.main(["--dry-run", "--candidates", "torch-adam-b64-lr9"]) == 2  # a typo is an error
+    with pytest.raises(SystemExit):
+        targets.main(["--dry-run", "--epochs", "3"])  # overrides that would be ignored are refused
+    capsys.readouterr()
+    assert targets.main(["--dry-run", "--storage", "sqlite:////nonexistent/x.db", "--candidates", "torch-adam-b64"]) == 0
+    out = capsys.readouterr().out
+    assert "target-cifar10: 1 trials" in out and "target-mnist" not in out
 
 
 def test_retry_contended_counts_a_disturbed_trial_as_missing() -> None:

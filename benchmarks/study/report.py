@@ -23,7 +23,8 @@ from typing import Any, Iterable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from defaults import REPO, StudyData, config_key, load_studies, time_to  # noqa: E402
+import targets  # noqa: E402
+from defaults import DATA_SUBDIR, REPO, StudyData, config_key, load_studies, time_to  # noqa: E402
 from joint import Comparison, compare  # noqa: E402
 from profiles import PROFILE_ATTR  # noqa: E402
 
@@ -38,8 +39,8 @@ SCRIPTS = "benchmarks/study"
 SEED = [("mnist", "TensorFlow", 1114.3, 99.28), ("mnist", "Caffe", 512.2, 99.03), ("mnist", "Theano", 11555.4, 99.08),
         ("mnist", "Torch", 9647.3, 99.24), ("cifar10", "TensorFlow", 119102.6, 87.00),
         ("cifar10", "Caffe", 2708.9, 75.79), ("cifar10", "Torch", 46850.7, 66.20), ("cifar10", "Theano", 532.8, 49.66)]
-#: Targets: dataset -> (accuracy, seconds of training, where the data must come from).
-TARGETS = {"mnist": (0.99, 15.0, "mnist"), "cifar10": (0.70, 300.0, "cifar-10-batches-bin")}
+#: Targets: dataset -> (accuracy, seconds of training, the data folder the runs must read), from targets.py.
+TARGETS = {ds: (acc, budget, DATA_SUBDIR[ds]) for ds, (acc, budget) in targets.TARGETS.items()}
 FULL_TEST = 10_000
 
 

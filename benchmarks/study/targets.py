@@ -36,7 +36,7 @@ from defaults import (  # noqa: E402
     Cell, add_common_args, finish, load_studies, parse_cores, split, time_to, workload_for,
 )
 
-from advisor.records import Config, TrialResult  # noqa: E402
+from advisor.records import Config, TrialResult, Workload  # noqa: E402
 
 #: (target accuracy, training-time budget in s) per dataset.
 TARGETS = {"mnist": (0.99, 15.0), "cifar10": (0.70, 300.0)}
@@ -84,7 +84,7 @@ CANDIDATES: dict[str, dict[str, tuple[Config, str]]] = {
 }
 
 
-def _screen_cell(dataset: str, names: list[str], workload) -> Cell:
+def _screen_cell(dataset: str, names: list[str], workload: Workload) -> Cell:
     return Cell(f"target-{dataset}", workload, tuple(CANDIDATES[dataset][n][0] for n in names),
                 {"study.kind": "target", "study.dataset": dataset, "study.target": list(TARGETS[dataset]),
                  "study.candidates": {n: CANDIDATES[dataset][n][1] for n in names}})
@@ -118,16 +118,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--candidates", default=None, help="comma-separated candidate names (default: all)")
     ap.set_defaults(train_samples=0, test_samples=0)
     args = ap.parse_args(argv)
+    if args.dataset or args.model or args.epochs:
+        ap.error("--dataset, --model and --epochs do not apply: the candidates in CANDIDATES are run as listed")
     cores = parse_cores(args.cores)
+    known = {n for ds in split(args.datasets) for n in CANDIDATES.get(ds, {})}
+    unknown = [n for n in split(args.candidates or "") if n not in known]
+    if unknown:
+        print(f"error: unknown candidate(s) {', '.join(unknown)} for --datasets {args.datasets}; "
+              f"known: {', '.join(sorted(known))}", file=sys.stderr)
+        return 2
     status = 0
     for ds in split(args.datasets):
         if ds not in CANDIDATES:
             print(f"error: no target for dataset {ds!r}; choose from {', '.join(CANDIDATES)}", file=sys.stderr)
             return 2
-        names = split(args.candidates) if args.candidates else list(CANDIDATES[ds])
-        names = [n for n in names if n in CANDIDATES[ds]]
+        names = [n for n in split(args.candidates) if n in CANDIDATES[ds]] if args.candidates else list(CANDIDATES[ds])
         if not names:
-            continue
+            continue  # the named candidates belong to another of --datasets
         workload = workload_for(ds, data_dir=args.data_dir, train_samples=args.train_samples or None,
                                 test_samples=args.test_samples or None)
         for n in names:
