@@ -131,6 +131,34 @@ def _cifar5k() -> Workload:
 THREADS_WORKLOADS = {"lenet5": _mnist10k, "cifar_quick": _cifar5k}
 
 
+def _span(values: list[float], fmt: str = "{:.2f}") -> str:
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+
+def _threads_summary(by: dict[tuple[str, int, int], list[TrialResult]], speedups: dict[tuple[str, int], float]) -> str:
+    """The figures the text states, computed from the runs (median per setting, span over batches)."""
+    lines = []
+    for model in sorted({k[0] for k in by}, key=lambda m: m != "lenet5"):
+        busy = {t: [median(r.cpu_utilization for r in rs) for k, rs in by.items() if k[0] == model and k[2] == t]
+                for t in (1, 2)}
+        cvs = {t: [cv([r.train_time_s for r in rs]) * 100 for k, rs in by.items() if k[0] == model and k[2] == t]
+               for t in (1, 2)}
+        speed = [x for (m, _), x in speedups.items() if m == model]
+        if busy[1] and busy[2] and speed:
+            lines.append(f"- {model}: busy cores {_span(busy[1])} at 1 thread, {_span(busy[2])} at 2 threads; "
+                         f"speed-up {_span(speed)}x; CV of train time {_span(cvs[1], '{:.0f}')}% at 1 thread, "
+                         f"{_span(cvs[2], '{:.0f}')}% at 2.")
+    return "\n".join(lines) + """
+
+Two threads fill both cores only when each step has enough parallel work. The CIFAR-10 quick net's
+convolutions (32-64 channels on 32x32 images) have it; LeNet-5's (6 and 16 channels on 28x28) do
+not, so the single-threaded share of a step (the Python loop, batch slicing, optimizer bookkeeping
+and kernels below PyTorch's parallel grain) is large and the second core idles through it. The
+child does run 2 intra-op threads either way (the "threads in child" column). Two threads on a
+2-core machine also share both cores with every stray process, hence their larger CV."""
+
+
 def part_threads(args: argparse.Namespace) -> None:
     if not args.render_only:
         workload = THREADS_WORKLOADS[args.threads_model]()
@@ -144,7 +172,7 @@ def part_threads(args: argparse.Namespace) -> None:
     for r in _load("threads"):
         by[(r.workload.model, r.config.batch_size, r.config.threads)].append(r)
     rows = []
-    ratios = []
+    speedups: dict[tuple[str, int], float] = {}
     for key in sorted(by, key=lambda k: (k[0] != "lenet5", k[1:])):
         rs = by[key]
         w = rs[-1].workload
@@ -155,9 +183,8 @@ def part_threads(args: argparse.Namespace) -> None:
     for model, batch in sorted({k[:2] for k in by}, key=lambda k: (k[0] != "lenet5", k[1])):
         one, two = by.get((model, batch, 1)), by.get((model, batch, 2))
         if one and two:
-            ratios.append(f"{model} batch {batch}: "
-                          f"**{median(r.train_time_s for r in one) / median(r.train_time_s for r in two):.2f}x**")
-    ratio = "; ".join(ratios) or "n/a"
+            speedups[(model, batch)] = median(r.train_time_s for r in one) / median(r.train_time_s for r in two)
+    ratio = "; ".join(f"{m} batch {b}: **{x:.2f}x**" for (m, b), x in speedups.items()) or "n/a"
     text = f"""# Thread settings take effect (torch, 2 epochs: LeNet-5 on MNIST 10k, Caffe's CIFAR-10 quick net on CIFAR-10 5k)
 
 Machine: {machine_line()}
@@ -172,15 +199,7 @@ child" is what torch reported after the settings were applied inside the trial p
 
 Train-time ratio, 1 thread / 2 threads (medians): {ratio}.
 
-One thread keeps 0.98-1.00 cores busy on both workloads. Two threads keep 1.78-1.82 cores busy
-on the CIFAR-10 quick net, whose convolutions (32-64 channels on 32x32 images) give each step
-enough parallel work, and 1.5-1.6 on LeNet-5. There the child does run 2 intra-op threads (the
-"threads in child" column), but each step's work is so small (6 and 16 channels on 28x28) that
-the single-threaded share of a step (the Python loop, batch slicing, optimizer bookkeeping and
-kernels below PyTorch's parallel grain) is large, and the second core idles through it. The
-speed-up follows: 1.42-1.68x on LeNet-5, 1.51-1.63x on the quick net. The 2-thread runs
-have a higher CV (7-17%) than the 1-thread runs (2-3%): two threads on a 2-core machine
-share both cores with every stray process.
+{_threads_summary(by, speedups)}
 The first run of this benchmark, taken while other work shared the cores, is kept in
 `raw/threads-first-run-contended.jsonl`.
 """
