@@ -219,6 +219,53 @@ def test_sigkill_of_the_tuning_process_orphans_nothing_and_resume_retries_its_tr
     assert len(after) == len(before) + 1
 
 
+def test_a_running_trial_that_never_sent_a_heartbeat_is_failed_and_retried(tmp_path: Path) -> None:
+    """A worker killed between creating a trial and its first heartbeat (CI hit this race).
+
+    Optuna alone never fails such a trial, so a resumed study waited on it forever. The trial is
+    made here exactly as that worker left it: RUNNING, no heartbeat row.
+    """
+    import optuna
+    from optuna.storages._rdb import models
+
+    url = f"sqlite:///{tmp_path / 'nobeat.db'}"
+    storage = open_storage(url, heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(study_name="nobeat", storage=storage, directions=["minimize"])
+    orphan = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    session = storage.scoped_session()
+    assert session.query(models.TrialHeartbeatModel).count() == 0
+    session.close()
+
+    optuna.storages.fail_stale_trials(study)  # first sight: a heartbeat is written on its behalf
+    assert [t.state.name for t in study.get_trials()] == ["RUNNING"]
+    deadline = time.monotonic() + 60  # a hang guard: stale after the 1 s grace period
+    while study.get_trials()[0].state.name == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        optuna.storages.fail_stale_trials(study)
+    trials = study.get_trials()
+    assert trials[0].number == orphan.number and trials[0].state.name == "FAIL"
+    assert [(t.state.name, t.system_attrs.get("failed_trial"), t.params) for t in trials[1:]] == [
+        ("WAITING", orphan.number, trials[0].params)]
+
+
+def test_a_live_trial_keeps_running_when_its_first_heartbeat_is_written_for_it(tmp_path: Path) -> None:
+    """The heartbeat written for a trial without one must not fail a trial whose worker is alive."""
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    storage = open_storage(url, heartbeat_interval=1, grace_period=5)
+    study = optuna.create_study(study_name="live", storage=storage, directions=["minimize"])
+    trial = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    optuna.storages.fail_stale_trials(study)  # writes the first heartbeat
+    for _ in range(8):  # past the grace period, with the beats its own heartbeat thread would send
+        time.sleep(1.0)
+        storage.record_heartbeat(trial._trial_id)
+        optuna.storages.fail_stale_trials(study)
+    assert [t.state.name for t in study.get_trials()] == ["RUNNING"]
+    study.tell(trial, 0.5)
+    assert [t.state.name for t in study.get_trials()] == ["COMPLETE"]
+
+
 # --------------------------------------------------------------- ^C and SIGTERM to advisor tune
 
 

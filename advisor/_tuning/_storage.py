@@ -22,14 +22,41 @@ logger = logging.getLogger("advisor.tuning")
 
 
 def _heartbeat_tolerant(base: Any) -> Any:
-    """``RDBStorage`` whose heartbeat survives a failed write.
+    """``RDBStorage`` whose heartbeat survives a failed write and whose dead trials never hang.
 
-    Optuna's heartbeat thread ends at the first exception, so a database restart would stop the
-    heartbeats of a trial that is still running; after the grace period another worker would
-    fail it and run it again. A heartbeat that cannot be written is logged and skipped instead.
+    - Optuna's heartbeat thread ends at the first exception, so a database restart would stop the
+      heartbeats of a trial that is still running; after the grace period another worker would
+      fail it and run it again. A heartbeat that cannot be written is logged and skipped instead.
+    - Optuna counts a RUNNING trial as stale only from its last heartbeat, and the first heartbeat
+      is written by a thread after the trial is created. A worker killed in between leaves a
+      RUNNING trial with no heartbeat at all, which Optuna never fails, so a resumed study waits
+      on it forever. A stale-trial check that finds such a trial writes a first heartbeat for it
+      (database time, like every heartbeat): if its worker is alive its own thread overwrites it,
+      and if not, the trial is stale one grace period later and is failed and retried as usual.
     """
 
     class _Storage(base):  # type: ignore[misc, valid-type]
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            stale: list[int] = super()._get_stale_trial_ids(study_id)
+            for trial_id in self._running_without_heartbeat(study_id):
+                self.record_heartbeat(trial_id)
+            return stale
+
+        def _running_without_heartbeat(self, study_id: int) -> list[int]:
+            from optuna.storages._rdb import models
+            from optuna.trial import TrialState
+
+            session = self.scoped_session()
+            try:
+                beating = session.query(models.TrialHeartbeatModel.trial_id)
+                rows = (session.query(models.TrialModel.trial_id)
+                        .filter(models.TrialModel.study_id == study_id)
+                        .filter(models.TrialModel.state == TrialState.RUNNING)
+                        .filter(models.TrialModel.trial_id.not_in(beating)).all())
+                return [row[0] for row in rows]
+            finally:
+                session.close()
+
         def record_heartbeat(self, trial_id: int) -> None:
             try:
                 super().record_heartbeat(trial_id)
