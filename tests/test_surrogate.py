@@ -122,6 +122,45 @@ def test_conformal_offset_widens_a_narrow_band_to_the_coverage() -> None:
     assert conformal_offset(np.array([]), np.array([]), np.array([])) == 0.0
 
 
+def test_time_baseline_recovers_per_framework_costs_and_is_missing_for_an_unknown_framework() -> None:
+    from advisor.surrogate.model import TIME_BASIS, fit_time_baseline, time_baseline, with_time_baseline
+
+    data = rows(240, seed=5)
+    cols = {k: [r[k] for r in data] for k in data[0]}
+    schema = F.schema_from_columns(cols)
+    x = F.encode(cols, schema)
+    assert np.isnan(x[:, schema.names.index(F.BASELINE_FEATURE)]).all()  # encode leaves it to the model
+    fw = [str(v) for v in cols["framework"]]
+    # times that follow the basis exactly, with other costs per framework
+    truth = {"torch": [2e-3, 1e-3, 0.0, 0.5], "sklearn": [5e-3, 0.0, 1e-5, 0.1],
+             "tensorflow": [1e-3, 3e-3, 0.0, 2.0], "onnxruntime": [4e-3, 5e-4, 2e-6, 0.0]}
+    flops, steps = x[:, schema.names.index("total_flops")], x[:, schema.names.index("total_steps")]
+    seen = x[:, schema.names.index("train_samples")] * x[:, schema.names.index("epochs")]
+    parts = np.stack([flops / 1e9, steps, seen, np.ones(len(x))], axis=1)
+    seconds = np.array([parts[i] @ np.array(truth[f]) for i, f in enumerate(fw)])
+    coef = fit_time_baseline(x, seconds, schema)
+    assert set(coef) == set(fw) and all(len(c) == len(TIME_BASIS) for c in coef.values())
+    np.testing.assert_allclose(time_baseline(x, schema, coef), seconds, rtol=1e-6)
+    assert all(c >= 0 for cs in coef.values() for c in cs)
+    filled = with_time_baseline(x, schema, {k: v for k, v in coef.items() if k != "torch"})
+    col = filled[:, schema.names.index(F.BASELINE_FEATURE)]
+    torch_rows = np.array([f == "torch" for f in fw])
+    assert np.isnan(col[torch_rows]).all() and np.isfinite(col[~torch_rows]).all()
+    np.testing.assert_allclose(col[~torch_rows], np.log(seconds[~torch_rows] / flops[~torch_rows]), rtol=1e-6)
+    np.testing.assert_array_equal(np.delete(filled, schema.names.index(F.BASELINE_FEATURE), axis=1),
+                                  np.delete(x, schema.names.index(F.BASELINE_FEATURE), axis=1))
+
+
+def test_fitted_time_model_stores_and_uses_its_baseline(fitted: sg.Surrogate, table_path: Path) -> None:
+    base = fitted.meta["time_baseline"]
+    assert base["basis"] and set(base["coefficients"]) == {"torch", "tensorflow", "onnxruntime", "sklearn"}
+    cols = kb.read(table_path).columns
+    used = fitted.boosters["train_time_s"][0.5].feature_importance()[fitted.schema.names.index(F.BASELINE_FEATURE)]
+    assert used > 0  # the boosters split on it
+    without = sg.Surrogate(fitted.schema, fitted.boosters, {**fitted.meta, "time_baseline": None})
+    assert not np.allclose(without.predict(cols)["train_time_s"].mid, fitted.predict(cols)["train_time_s"].mid)
+
+
 def test_fit_calibrates_the_bands_and_predict_applies_the_offsets(fitted: sg.Surrogate, table_path: Path) -> None:
     offsets = fitted.meta["band_offsets"]
     assert set(offsets) == set(sg.OBJECTIVES)
@@ -208,6 +247,18 @@ def test_corrupt_or_missing_meta(fitted: sg.Surrogate, tmp_path: Path) -> None:
     sg.save(fitted, tmp_path / "m")
     (tmp_path / "m" / "meta.json").write_text("{not json")
     with pytest.raises(SurrogateError, match=r"meta\.json is corrupt"):
+        sg.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("bad", [None, "x", {"coefficients": {"torch": [1.0, 2.0]}},
+                                 {"coefficients": {"torch": [1.0, -1.0, 0.0, 0.0]}},
+                                 {"coefficients": {"torch": [1.0, float("nan"), 0.0, 0.0]}}])
+def test_corrupt_time_baseline_is_refused_in_one_line(fitted: sg.Surrogate, tmp_path: Path, bad: object) -> None:
+    meta_path = sg.save(fitted, tmp_path / "m")
+    meta = json.loads(meta_path.read_text())
+    meta["time_baseline"] = bad
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(SurrogateError, match=r"meta\.json is corrupt: 'time_baseline'"):
         sg.load(tmp_path / "m")
 
 

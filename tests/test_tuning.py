@@ -326,3 +326,27 @@ def test_sigterm_keeps_finished_trials_and_the_study_resumes(tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["counts"]["finished"] == kept + 1
     assert len(optuna.load_study(study_name="stop", storage=db).trials) == kept + 1
+
+
+def test_an_interrupt_during_a_storage_write_in_a_trial_is_raised_after_the_write() -> None:
+    """Inside a trial's run an interrupt is raised at once, except while the trial's progress is
+    written to the storage: there it waits for the write to finish (then it is raised)."""
+    from advisor._tuning._study import _deferred_interrupts, _interruptible, _shielded
+
+    steps: list[str] = []
+    with _deferred_interrupts():
+        with pytest.raises(KeyboardInterrupt, match="while the trial's progress was recorded"):
+            with _interruptible():
+                with _shielded():
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.05)  # the handler runs between bytecodes; give it the chance
+                    steps.append("write finished")
+                steps.append("not reached")
+        assert steps == ["write finished"]
+    with _deferred_interrupts():  # a fresh loop: nothing pending
+        with pytest.raises(KeyboardInterrupt, match="signal"):  # outside a shield: at once
+            with _interruptible():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+                steps.append("not reached")
+    assert steps == ["write finished"]

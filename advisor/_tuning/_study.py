@@ -221,6 +221,21 @@ def _deferred_interrupts() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """Inside a trial's run: hold an interrupt back while the block writes to the storage (an
+    exception in the middle of a database write can leave the session unusable, and then the
+    interrupted trial could not be recorded as FAIL), and raise it right after."""
+    was = _INTERRUPTS.interruptible
+    _INTERRUPTS.interruptible = False
+    try:
+        yield
+    finally:
+        _INTERRUPTS.interruptible = was
+    if was and _INTERRUPTS.pending:
+        raise KeyboardInterrupt("interrupted while the trial's progress was recorded")
+
+
+@contextlib.contextmanager
 def _interruptible() -> Iterator[None]:
     """The span in which an interrupt is raised at once (a pending one is raised on entry)."""
     _INTERRUPTS.interruptible = True
@@ -329,7 +344,8 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
                 reason = prune_decision(point, objectives=spec.objectives, front=front,
                                         n_completed=len(done), constraints=constraints, settings=stopping)
                 if reason is not None:
-                    trial.set_user_attr(PRUNE_ATTR, f"after epoch {record.epoch}: {reason}")
+                    with _shielded():
+                        trial.set_user_attr(PRUNE_ATTR, f"after epoch {record.epoch}: {reason}")
                     return False
                 return True
 

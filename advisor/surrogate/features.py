@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Feature", "FEATURES", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
+__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,13 @@ FEATURES: tuple[Feature, ...] = (
     Feature("hw_gflops", log=True),
     Feature("cores_granted"),
     Feature("naive_time_s", log=True),
+    Feature("log_baseline_s_per_flop"),
 )
+
+#: Filled by the fitted surrogate, not by :func:`encode` (which leaves it NaN): the natural log of
+#: its per-framework linear time baseline divided by the training FLOPs
+#: (:func:`advisor.surrogate.model.time_baseline`).
+BASELINE_FEATURE = "log_baseline_s_per_flop"
 
 _CATEGORICAL_SOURCE = {
     "framework": "framework",
@@ -171,6 +177,7 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "hw_gflops": gflops,
         "cores_granted": _floats(columns["cores_granted"]),
         "naive_time_s": naive,
+        BASELINE_FEATURE: np.full(len(batch), np.nan),
     }
 
 

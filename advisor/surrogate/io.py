@@ -15,6 +15,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from advisor import __version__
 from advisor.errors import SurrogateError
 from advisor.surrogate._compat import import_lightgbm
 from advisor.surrogate.features import FEATURES, FeatureSchema
-from advisor.surrogate.model import OBJECTIVES, QUANTILES, Surrogate
+from advisor.surrogate.model import OBJECTIVES, QUANTILES, TIME_BASIS, Surrogate
 
 __all__ = [
     "META_NAME",
@@ -140,6 +141,22 @@ def _check_schema(meta: dict[str, Any], path: Path) -> FeatureSchema:
     return schema
 
 
+def _check_time_baseline(meta: dict[str, Any], path: Path) -> None:
+    """The time model's baseline coefficients: ``{framework: [4 finite numbers >= 0]}``."""
+    files = meta.get("files")
+    if not isinstance(files, dict) or "train_time_s" not in files:
+        return
+    coefficients = (meta.get("time_baseline") or {}).get("coefficients") if isinstance(
+        meta.get("time_baseline") or {}, dict) else None
+    ok = isinstance(coefficients, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and len(v) == len(TIME_BASIS)
+        and all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0 for c in v)
+        for k, v in coefficients.items())
+    if not ok:
+        raise SurrogateError(f"Surrogate meta {path} is corrupt: 'time_baseline' must hold, per framework, "
+                             f"{len(TIME_BASIS)} non-negative coefficients; refit it with `advisor surrogate fit`.")
+
+
 @contextlib.contextmanager
 def _native_stderr_silenced() -> Iterator[None]:
     """Point file descriptor 2 at the null device for the block (LightGBM's C++ ``Log::Fatal``
@@ -180,6 +197,7 @@ def load(directory: str | Path) -> Surrogate:
     except (OSError, ValueError) as exc:
         raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: {exc}.") from None
     schema = _check_schema(meta, meta_path)
+    _check_time_baseline(meta, meta_path)
     lgb = import_lightgbm(lean=True)
     boosters: dict[str, dict[float, Any]] = {}
     files = meta.get("files") or {}

@@ -19,6 +19,15 @@ and a prediction is multiplied back by the candidate's ``total_flops``. Trees ca
 and a new dataset or model usually lies outside the measured FLOP range; the cost of one FLOP
 (which depends on framework, batch size, threads and hardware) transfers far better than the time.
 
+The time model also gets one fitted feature, a physical baseline: per framework, non-negative
+coefficients (least relative error, fitted on the training rows only) of
+``GFLOPs + steps + samples seen + 1`` (compute, per-step overhead, per-sample data handling,
+start-up), so small overhead-bound workloads and large compute-bound ones each get a cost per FLOP
+of their own. The boosters see ``log(baseline / total_flops)`` as :data:`BASELINE_FEATURE` and
+learn the correction; the coefficients are stored in ``meta["time_baseline"]``. On the shipped
+table (``advisor surrogate evaluate``) this cut the held-out time MAPE from 15.8% to 14.2% (random
+5-fold), 25.0% to 20.3% (leave one training size out) and 84.1% to 79.1% (leave one dataset out).
+
 Which rows train which model:
 
 - ``test_accuracy``: status ``ok`` and not synthetic (synthetic data has no accuracy meaning);
@@ -39,7 +48,7 @@ import numpy as np
 
 from advisor.errors import SurrogateError
 from advisor.surrogate._compat import import_lightgbm
-from advisor.surrogate.features import FEATURES, FeatureSchema, encode, schema_from_columns
+from advisor.surrogate.features import BASELINE_FEATURE, FEATURES, FeatureSchema, encode, schema_from_columns
 
 __all__ = [
     "OBJECTIVES",
@@ -47,6 +56,10 @@ __all__ = [
     "LOG_OBJECTIVES",
     "MIN_ROWS",
     "CALIBRATION_FOLDS",
+    "TIME_BASIS",
+    "fit_time_baseline",
+    "time_baseline",
+    "with_time_baseline",
     "conformal_offset",
     "Band",
     "Surrogate",
@@ -111,7 +124,71 @@ def training_columns(columns: Mapping[str, Sequence[Any]], objective: str) -> tu
     return picked, np.array(picked[objective], dtype=float)
 
 
-_TOTAL_FLOPS = FEATURES.index(next(f for f in FEATURES if f.name == "total_flops"))
+_INDEX = {f.name: i for i, f in enumerate(FEATURES)}
+_TOTAL_FLOPS = _INDEX["total_flops"]
+
+#: The terms of the per-framework time baseline, in the order of its coefficients.
+TIME_BASIS = ("training GFLOPs", "training steps", "training samples seen", "start-up")
+
+
+def _time_basis(x: np.ndarray) -> np.ndarray:
+    epochs = x[:, _INDEX["epochs"]]
+    return np.stack([x[:, _TOTAL_FLOPS] / 1e9, x[:, _INDEX["total_steps"]],
+                     x[:, _INDEX["train_samples"]] * epochs, np.ones(len(x))], axis=1)
+
+
+def _framework_names(x: np.ndarray, schema: FeatureSchema) -> list[str | None]:
+    levels = schema.levels.get("framework", ())
+    codes = x[:, _INDEX["framework"]]
+    return [levels[int(c)] if np.isfinite(c) and 0 <= int(c) < len(levels) else None for c in codes]
+
+
+def fit_time_baseline(x: np.ndarray, seconds: np.ndarray, schema: FeatureSchema) -> dict[str, list[float]]:
+    """Per framework, the non-negative coefficients of :data:`TIME_BASIS` that fit ``seconds`` best.
+
+    The fit minimises the squared *relative* error (each row divided by its time), so fast and
+    slow trials weigh alike. A framework with fewer than :data:`MIN_ROWS` usable rows gets none.
+
+    Returns:
+        ``{framework: [c_gflops, c_step, c_sample, c_startup]}``.
+    """
+    from scipy.optimize import nnls
+
+    basis = _time_basis(x)
+    names = np.array(_framework_names(x, schema), dtype=object)
+    usable = np.isfinite(basis).all(axis=1) & np.isfinite(seconds) & (seconds > 0)
+    out: dict[str, list[float]] = {}
+    for name in sorted({n for n in names if n is not None}):
+        rows = usable & (names == name)
+        if rows.sum() < MIN_ROWS:
+            continue
+        coef, _ = nnls(basis[rows] / seconds[rows, None], np.ones(int(rows.sum())))
+        if np.any(coef > 0):
+            out[name] = [float(c) for c in coef]
+    return out
+
+
+def time_baseline(x: np.ndarray, schema: FeatureSchema, coefficients: Mapping[str, Sequence[float]]) -> np.ndarray:
+    """The baseline time (s) of each row; NaN where its framework has no coefficients."""
+    levels = schema.levels.get("framework", ())
+    # one row of coefficients per framework level (NaN without), picked by each row's level code
+    table = np.array([coefficients.get(name, [np.nan] * len(TIME_BASIS)) for name in levels] +
+                     [[np.nan] * len(TIME_BASIS)], dtype=float).reshape(-1, len(TIME_BASIS))
+    codes = x[:, _INDEX["framework"]]
+    known = np.isfinite(codes) & (codes >= 0) & (codes < len(levels))
+    picked = table[np.where(known, codes, len(levels)).astype(int)]
+    return np.einsum("ij,ij->i", _time_basis(x), picked)
+
+
+def with_time_baseline(x: np.ndarray, schema: FeatureSchema,
+                       coefficients: Mapping[str, Sequence[float]]) -> np.ndarray:
+    """A copy of ``x`` with :data:`BASELINE_FEATURE` filled in (``log(baseline / total_flops)``)."""
+    out = x.copy()
+    base, flops = time_baseline(x, schema, coefficients), x[:, _TOTAL_FLOPS]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.log(base / flops)
+    out[:, _INDEX[BASELINE_FEATURE]] = np.where(np.isfinite(value), value, np.nan)
+    return out
 
 
 def to_model_space(objective: str, values: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -174,8 +251,10 @@ class Surrogate:
         """Predict every objective for a feature matrix: one ``predict`` call per booster."""
         out: dict[str, Band] = {}
         offsets = self.meta.get("band_offsets") or {}
+        baseline = (self.meta.get("time_baseline") or {}).get("coefficients")
         for objective, models in self.boosters.items():
-            raw = np.stack([models[a].predict(x, num_threads=num_threads) for a in QUANTILES], axis=1)
+            xo = with_time_baseline(x, self.schema, baseline) if objective == "train_time_s" and baseline else x
+            raw = np.stack([models[a].predict(xo, num_threads=num_threads) for a in QUANTILES], axis=1)
             raw.sort(axis=1)
             q = float(offsets.get(objective, 0.0))  # conformal calibration; never moves an edge past the median
             raw[:, 0] = np.minimum(raw[:, 0] - q, raw[:, 1])
@@ -268,17 +347,22 @@ def fit(
     boosters: dict[str, dict[float, Any]] = {}
     counts: dict[str, int] = {}
     offsets: dict[str, float] = {}
+    baseline: dict[str, list[float]] = {}
     for objective in objectives:
         picked, values = training_columns(columns, objective)
         x = encode(picked, schema)
         y = to_model_space(objective, values, x)
-        x, y = x[~np.isnan(y)], y[~np.isnan(y)]
+        keep = ~np.isnan(y)
+        x, y, values = x[keep], y[keep], values[keep]
         if len(y) < MIN_ROWS:
             raise SurrogateError(
                 f"Cannot fit the {objective!r} model: {source} has {len(y)} usable rows for it; "
                 f"at least {MIN_ROWS} are needed (see MODEL_CARD.md for which rows count)."
             )
         counts[objective] = len(y)
+        if objective == "train_time_s":
+            baseline = fit_time_baseline(x, values, schema)
+            x = with_time_baseline(x, schema, baseline)
         boosters[objective] = {
             alpha: _train_one(lgb, x, y, schema, alpha=alpha, seed=seed, num_threads=num_threads,
                               num_boost_round=num_boost_round)
@@ -288,7 +372,9 @@ def fit(
                             num_boost_round=num_boost_round)
         if offset is not None:
             offsets[objective] = offset
-    meta = {"row_counts": counts, "seed": seed, "num_boost_round": num_boost_round,
+    baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "fit": "per framework, non-negative "
+                     "least squares of the relative error"} if "train_time_s" in boosters else None
+    meta = {"time_baseline": baseline_meta, "row_counts": counts, "seed": seed, "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": "log(train_time_s / total_flops)",
             "band_offsets": offsets, "band_calibration": {"method": "conformalized quantile regression",
                                                           "folds": calibration_folds, "coverage": BAND_COVERAGE}}
