@@ -242,11 +242,21 @@ def _cfg_text(c: Config | dict[str, Any]) -> str:
     return text
 
 
-def get_recommendation(job: Job, records: list[dict[str, Any]], paths: Paths) -> dict[str, Any]:
-    """The stored recommendation for ``job``, or a new one (held-out table, surrogate fitted in memory)."""
-    for rec in records:
-        if rec.get("key") == job.key and rec.get("role") == "recommend":
-            return rec
+def recommendations(job: Job, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every stored recommendation for ``job``, oldest first (the last one is the current one)."""
+    return [r for r in records if r.get("key") == job.key and r.get("role") == "recommend"]
+
+
+def get_recommendation(job: Job, records: list[dict[str, Any]], paths: Paths, *, fresh: bool = False) -> dict[str, Any]:
+    """The latest stored recommendation for ``job``, or (none stored, or ``fresh``) a new one.
+
+    A new one holds the workload's rows out of the current shipped table and fits a surrogate on the
+    rest in memory. It is appended, so earlier recommendations (an older table or surrogate) stay in
+    the raw file and in the report's history.
+    """
+    stored = recommendations(job, records)
+    if stored and not fresh:
+        return stored[-1]
     from advisor import knowledge
     from advisor.recommend import recommend
     from advisor.surrogate import shipped_table
@@ -369,7 +379,7 @@ def tuned_results(job: Job, paths: Paths) -> tuple[list[TrialResult], dict[str, 
 
 def run_job(job: Job, args: argparse.Namespace, paths: Paths) -> None:
     records = read_jsonl(paths.jsonl)
-    rec = get_recommendation(job, records, paths)
+    rec = get_recommendation(job, records, paths, fresh=args.fresh_recommend)
     records = read_jsonl(paths.jsonl)
     planned = plan(job, args, rec)
     preds = {f"rank {c['rank']}": c for c in rec["choices"]}
@@ -400,10 +410,13 @@ def _yes(flag: bool | None) -> str:
     return "n/a" if flag is None else ("**met**" if flag else "missed")
 
 
-def evaluate(job: Job, args: argparse.Namespace, paths: Paths) -> dict[str, Any] | None:
-    """Everything the report shows for one workload, from the raw files (no trial is run)."""
+def evaluate(job: Job, args: argparse.Namespace, paths: Paths, rec: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Everything the report shows for one workload and one of its recommendations (default: the
+    latest), from the raw files (no trial is run)."""
     records = read_jsonl(paths.jsonl)
-    rec = next((r for r in records if r.get("key") == job.key and r.get("role") == "recommend"), None)
+    if rec is None:
+        stored = recommendations(job, records)
+        rec = stored[-1] if stored else None
     if rec is None:
         return None
     planned = plan(job, args, rec)
@@ -537,6 +550,27 @@ def render(jobs: Sequence[Job], args: argparse.Namespace, paths: Paths) -> None:
             _pct(ev.get("hv_ratio")), _yes(ev.get("target_b")),
             f"{br.test_accuracy:.4f} / {br.train_time_s:.2f} s" if br else "n/a",
         ))
+    history = []
+    records = read_jsonl(paths.jsonl)
+    for job in jobs:
+        for i, old in enumerate(recommendations(job, records)[:-1], start=1):
+            hev = evaluate(job, args, paths, rec=old)
+            if hev is None:
+                continue
+            hp = hev["pick"]
+            history.append((job.key, i, old.get("git", "?"), old.get("table_rows", "?"), old.get("fit_rows", "?"),
+                            f"{hp.config.framework} {hp.status}" if hp else "not run",
+                            _f(hp.test_accuracy, 4) if outcome_point(hp) else "n/a",
+                            _f(hev.get("time_ratio"), 3) if hev.get("time_ratio") is not None else "n/a",
+                            _yes(hev.get("target_a")), _pct(hev.get("hv_ratio")), _yes(hev.get("target_b"))))
+    history_text = ""
+    if history:
+        history_text = (
+            "## Earlier recommendations\n\nRecommendations made before the current one (an older table or "
+            "surrogate; `--fresh-recommend` makes a new one and keeps these), scored against the same defaults, "
+            "random configs and tuned study. A config recommended again reuses its earlier measurement.\n\n"
+            + md_table(["workload", "round", "git", "table rows", "fit rows", "balanced pick", "pick acc",
+                        "time ratio", "target (a)", "HV top-3 / tuned", "target (b)"], history) + "\n\n")
     n_trials = sum(1 for ev in evs for role in ROLES for *_, r in ev["got"][role] if r is not None)
     n_cont = sum(1 for ev in evs for role in ROLES for *_, r in ev["got"][role] if r is not None and r.contended)
     n_tuned = sum(len(ev["tuned"][0]) for ev in evs if ev["tuned"])
@@ -586,7 +620,7 @@ rendered by `{command_line()}` (git {git_rev()}). Raw results: `{_rel(paths.json
 Target (a) met on {met_a} of {len(evs)} workloads, target (b) on {met_b} of {len(evs)}.
 
 {chr(10).join(render_job(ev, args) for ev in evs)}
-## Notes
+{history_text}## Notes
 
 - {n_cont} of the {n_trials} verify/default/random trials and {n_tuned_cont} of the {n_tuned} tuned trials were
   **contended**: other processes (the knowledge-base collectors) used the granted core during them, so their
@@ -635,6 +669,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--memory-mb", type=float, default=16000.0)
     ap.add_argument("--workdir", default="/tmp/advisor-rq")
     ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--fresh-recommend", action="store_true",
+                    help="recommend again with the current table and surrogate (earlier ones stay in the history)")
     ap.add_argument("--smoke", action="store_true",
                     help="digits:500, 1 verify, 1 default, 2 random, 3 tuned, epochs <= 2; -smoke raw files, report in /tmp")
     args = ap.parse_args(argv)
