@@ -48,6 +48,16 @@ def test_feature_values_are_the_derived_quantities() -> None:
     assert values["total_steps"][0] == 48
     assert values["total_flops"][0] == pytest.approx(fps * 1000 * 3)
     assert values["pixels"][0] == 784
+    m = row["cfg_momentum"] or 0.0
+    effective = math.log10(0.01) - math.log10(1 - m)
+    assert values["log10_effective_lr"][0] == pytest.approx(effective)
+    assert values["log10_lr_x_steps"][0] == pytest.approx(effective + math.log10(48))
+    assert values["log10_lr_per_sample"][0] == pytest.approx(effective - math.log10(64))
+    assert values["samples_seen"][0] == 3000
+    heavy = Config(framework="torch", optimizer="momentum", momentum=0.9, batch_size=64, epochs=3, learning_rate=0.01)
+    heavy_row = kb.row_from_result(make_result(heavy, "mnist", train=1000), CPU_PROFILE)
+    heavy_values = F.feature_values({k: [v] for k, v in heavy_row.items()})
+    assert heavy_values["log10_effective_lr"][0] == pytest.approx(math.log10(0.01 / 0.1))  # momentum's 1 / (1 - m)
     assert values["log10_learning_rate"][0] == pytest.approx(-2.0)
     assert values["hw_gflops"][0] == 76.0  # calibrated at the trial's 2 threads
     assert values["naive_time_s"][0] == pytest.approx(fps * 3000 / 76e9)

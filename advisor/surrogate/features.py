@@ -65,6 +65,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("hw_gflops", log=True),
     Feature("cores_granted"),
     Feature("naive_time_s", log=True),
+    Feature("log10_effective_lr"),
+    Feature("log10_lr_x_steps"),
+    Feature("log10_lr_per_sample"),
+    Feature("samples_seen", log=True),
     Feature("log_baseline_s_per_flop"),
 )
 
@@ -150,6 +154,8 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         lr = _floats(columns["cfg_learning_rate"])
         log_lr = np.where(lr > 0, np.log10(np.where(lr > 0, lr, 1.0)), np.nan)
         naive = np.where(gflops > 0, total_flops / (gflops * 1e9), np.nan)
+        momentum = np.nan_to_num(_floats(columns["cfg_momentum"]), nan=0.0)
+        effective = log_lr - np.log10(np.clip(1.0 - momentum, 0.01, 1.0))
     return {
         "batch_size": batch,
         "log10_learning_rate": log_lr,
@@ -177,6 +183,13 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "hw_gflops": gflops,
         "cores_granted": _floats(columns["cores_granted"]),
         "naive_time_s": naive,
+        # How far training moves the weights, which decides between learning, stalling and
+        # diverging: the learning rate with momentum's 1 / (1 - m) gain, that rate times the number
+        # of updates, and per sample of a batch; and how many samples training sees in all.
+        "log10_effective_lr": effective,
+        "log10_lr_x_steps": effective + np.log10(steps * epochs),
+        "log10_lr_per_sample": effective - np.log10(batch),
+        "samples_seen": train * epochs,
         BASELINE_FEATURE: np.full(len(batch), np.nan),
     }
 
