@@ -105,6 +105,7 @@ class WorkloadInfo:
     params: int
     synthetic: bool
     train_samples_given: bool = False
+    landmark: float | None = None
 
 
 @dataclass(frozen=True)
@@ -191,12 +192,17 @@ def describe_workload(dataset: str, *, model: str | None = None, train_samples: 
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= info.train_size:
         raise invalid_parameter("train_samples", f"dataset {info.name!r}", f"an integer in [1, {info.train_size}]", n)
     shape = tuple(int(d) for d in info.input_shape)
+    landmark = info.landmark
+    if landmark is None and info.name.lower().endswith(".npz"):
+        from advisor._datasets.landmark import landmark_score
+
+        landmark = landmark_score(info.name)  # the user's own data: measured now (one linear solve)
     return WorkloadInfo(
         dataset=info.name, model=name, input_shape=(shape[0], shape[1], shape[2]), num_classes=info.num_classes,
         train_samples=n, test_samples=info.test_size,
         flops_per_sample=models.training_flops_per_sample(spec, shape, info.num_classes),
         params=models.param_count(spec, shape, info.num_classes), synthetic=info.synthetic,
-        train_samples_given=train_samples is not None,
+        train_samples_given=train_samples is not None, landmark=landmark,
     )
 
 
@@ -278,6 +284,7 @@ def _columns(cands: Sequence[_Candidate], workload: WorkloadInfo, target: Target
         "input_w": [workload.input_shape[1]] * n,
         "input_c": [workload.input_shape[2]] * n,
         "num_classes": [workload.num_classes] * n,
+        "landmark": [workload.landmark] * n,
         "flops_per_sample": [workload.flops_per_sample] * n,
         "params": [workload.params] * n,
         "cores_granted": [c["threads"] for c in cfgs],

@@ -182,6 +182,14 @@ class Config(_JsonRecord):
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
 
+    def to_dict(self) -> dict[str, Any]:
+        # Every field is a scalar, so a plain copy equals dataclasses.asdict (which deep-copies
+        # recursively and cost a tenth of a second for recommend's 1,500 candidates).
+        return {name: getattr(self, name) for name in _CONFIG_FIELDS}
+
+
+_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(Config))
+
 
 @dataclass(frozen=True)
 class EpochRecord(_JsonRecord):

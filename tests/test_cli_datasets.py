@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from advisor._datasets import download as download_module
 from advisor.cli import app
-from test_datasets import SHARED, _Server, server, write_cifar_bin, write_mnist  # noqa: F401 (fixture)
+from test_datasets import SHARED, _Server, server, write_cifar_bin, write_mnist, write_npz  # noqa: F401 (fixture)
 
 runner = CliRunner()
 
@@ -107,3 +108,40 @@ def test_download_of_a_builtin_needs_nothing() -> None:
     result = runner.invoke(app, ["datasets", "download", "digits"])
     assert result.exit_code == 0, result.output
     assert "needs no download" in result.stderr
+
+
+@pytest.mark.parametrize(("name", "folder"), [("digits", None), ("mnist", "mnist"), ("cifar10", "cifar-10-batches-bin")])
+def test_recorded_landmarks_are_what_the_data_measures(name: str, folder: str | None) -> None:
+    """The registry's landmark scores are measurements: re-measuring them from the files agrees."""
+    args = ["datasets", "landmark", name, "--json"]
+    if folder is not None:
+        if not (SHARED / folder).is_dir():
+            pytest.skip(f"{SHARED / folder} is missing: the shared real-data folder is not on this machine")
+        args += ["--data-dir", str(SHARED / folder)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["landmark"] == pytest.approx(data["recorded"], abs=6e-5)  # recorded to 4 decimals
+    assert (data["train_samples"], data["test_samples"]) == (1000, 300)
+
+
+def test_landmark_orders_datasets_by_difficulty_and_refuses_random_data(tmp_path: Path) -> None:
+    from advisor.datasets import get_info
+
+    assert get_info("digits").landmark > get_info("mnist").landmark > get_info("cifar10").landmark
+    assert get_info("fashion-mnist").landmark is None and get_info("synthetic:8x8x1").landmark is None
+    result = runner.invoke(app, ["datasets", "landmark", "synthetic:8x8x1"])
+    assert result.exit_code == 1 and "no landmark" in result.output
+    # a user's .npz: separable classes score high, random labels near chance
+    rng = np.random.default_rng(0)
+    y = np.arange(400) % 2
+    x = (rng.normal(size=(400, 4, 4, 1)) + 3.0 * y[:, None, None, None]).astype(np.float32)
+    easy = write_npz(tmp_path / "easy.npz", x_train=x[:300], y_train=y[:300], x_test=x[300:], y_test=y[300:])
+    noisy = write_npz(tmp_path / "noisy.npz", x_train=x[:300], y_train=rng.permutation(y[:300]), x_test=x[300:],
+                      y_test=rng.permutation(y[300:]))
+    scores = {}
+    for path in (easy, noisy):
+        result = runner.invoke(app, ["datasets", "landmark", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        scores[path.stem] = json.loads(result.stdout)["landmark"]
+    assert scores["easy"] > 0.95 and scores["noisy"] < 0.7

@@ -89,3 +89,15 @@ def test_config_rejects_ort_sgd_weight_decay() -> None:
     with pytest.raises(InvalidParameterError, match="no weight decay"):
         Config(framework="onnxruntime", optimizer="sgd", weight_decay=1e-4)
     assert Config(framework="onnxruntime", optimizer="adam", weight_decay=1e-4).weight_decay == 1e-4
+
+
+def test_config_to_dict_is_asdict() -> None:
+    """Config has its own fast to_dict; it must stay exactly dataclasses.asdict (every field, in order)."""
+    import dataclasses
+
+    from advisor.records import Config
+
+    for cfg in (Config(framework="torch"), Config(framework="tensorflow", optimizer="momentum", momentum=0.9,
+                                                  xla=True, onednn=False, device="cuda:1", mixed_precision=True)):
+        assert list(cfg.to_dict().items()) == list(dataclasses.asdict(cfg).items())
+        assert Config.from_dict(cfg.to_dict()) == cfg

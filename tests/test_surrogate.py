@@ -71,13 +71,80 @@ def test_gflops_fall_back_to_the_best_calibrated_speed() -> None:
 
 
 def test_dataset_name_is_not_a_feature() -> None:
+    """The name reaches the features only through the registry's measured landmark: renamed data
+    with the same landmark has the same features; an unknown name has an unknown landmark."""
     assert not [f for f in F.FEATURES if "dataset" in f.name]
     row = kb.row_from_result(make_result(Config(framework="sklearn"), "mnist"), CPU_PROFILE)
     renamed = dict(row, dataset_name="something-else", dataset_fingerprint="0" * 64)
     schema = F.schema_from_columns({k: [v] for k, v in row.items()})
     a = F.encode({k: [v] for k, v in row.items()}, schema)
-    b = F.encode({k: [v] for k, v in renamed.items()}, schema)
+    b = F.encode({k: [v] for k, v in dict(renamed, landmark=0.7967).items()}, schema)
     assert np.array_equal(a, b, equal_nan=True)
+    unknown = F.encode({k: [v] for k, v in renamed.items()}, schema)
+    at = schema.names.index("landmark")
+    assert a[0, at] == 0.7967 and np.isnan(unknown[0, at])
+    assert np.array_equal(np.delete(a, at, axis=1), np.delete(unknown, at, axis=1), equal_nan=True)
+
+
+def test_landmarks_come_from_the_column_else_the_registry() -> None:
+    cols = {"framework": ["torch"] * 5, "dataset_name": ["digits", "cifar10", "x.npz", "synthetic:8x8x1", "mnist"],
+            "landmark": [None, None, None, None, 0.5]}
+    np.testing.assert_array_equal(F.landmarks(cols), [0.9433, 0.2133, np.nan, np.nan, 0.5])
+    del cols["landmark"]
+    np.testing.assert_array_equal(F.landmarks(cols), [0.9433, 0.2133, np.nan, np.nan, 0.7967])
+
+
+def test_accuracy_is_modelled_relative_to_the_landmark(fitted: sg.Surrogate, table_path: Path) -> None:
+    target = fitted.meta["accuracy_target"]
+    assert target["relative_to"] == "landmark" and 0 < target["landmark_fallback"] < 1
+    cols = kb.read(table_path).columns
+    best = max((i for i, d in enumerate(cols["dataset_name"]) if d == "cifar10" and cols["test_accuracy"][i] is not None),
+               key=lambda i: cols["test_accuracy"][i])  # the hardest dataset's best trial
+    row = {k: [v[best]] for k, v in cols.items()}
+    # Below every training landmark (CIFAR-10's 0.2133 is the lowest) the trees are flat in it, so
+    # the prediction moves with it 1:1.
+    low = fitted.predict(dict(row, landmark=[0.2]))["test_accuracy"]
+    lower = fitted.predict(dict(row, landmark=[0.15]))["test_accuracy"]
+    assert 0 < lower.mid[0] < 1 and low.mid[0] - lower.mid[0] == pytest.approx(0.05)
+    # a row with no landmark is shifted by the fallback; the transform round-trips
+    from advisor.surrogate.model import from_model_space, to_model_space
+
+    x = F.encode({k: [v[0]] * 2 for k, v in row.items()} | {"landmark": [0.6, None], "dataset_name": ["a.npz"] * 2},
+                 fitted.schema)
+    rel = to_model_space("test_accuracy", np.array([0.9, 0.9]), x, landmark_fallback=0.75)
+    np.testing.assert_allclose(rel, [0.3, 0.15])
+    back = from_model_space("test_accuracy", np.repeat(rel[:, None], 3, axis=1), x, landmark_fallback=0.75)
+    np.testing.assert_allclose(back, 0.9)
+    np.testing.assert_allclose(to_model_space("test_accuracy", np.array([0.9, 0.9]), x), [0.9, 0.9])  # no target
+
+
+def test_accuracy_takes_the_lower_of_the_relative_and_the_plain_model(fitted: sg.Surrogate, table_path: Path,
+                                                                      tmp_path: Path) -> None:
+    from advisor.surrogate.model import ACCURACY_COMPANION, QUANTILES
+
+    cols = kb.read(table_path).columns
+    x = F.encode(cols, fitted.schema)
+    pred = fitted.predict_matrix(x)["test_accuracy"]
+    plain = np.sort(np.stack([fitted.boosters[ACCURACY_COMPANION][a].predict(x) for a in QUANTILES], axis=1), axis=1)
+    assert np.all(pred.mid <= np.clip(plain[:, 1], 0, 1) + 1e-12)
+    relative_only = sg.Surrogate(fitted.schema, {k: v for k, v in fitted.boosters.items() if k != ACCURACY_COMPANION},
+                                 fitted.meta).predict_matrix(x)["test_accuracy"]
+    assert np.all(pred.mid <= relative_only.mid + 1e-12) and np.any(pred.mid < relative_only.mid)
+    assert np.any(pred.mid < np.clip(plain[:, 1], 0, 1))  # both models decide somewhere
+    sg.save(fitted, tmp_path / "m")
+    np.testing.assert_array_equal(sg.load(tmp_path / "m").predict_matrix(x)["test_accuracy"].mid, pred.mid)
+    files = json.loads((tmp_path / "m" / "meta.json").read_text())["files"]
+    assert set(files) == {"train_time_s", "test_accuracy", "peak_memory_mb", ACCURACY_COMPANION}
+
+
+@pytest.mark.parametrize("bad", ["x", {"landmark_fallback": 2.0}, {"landmark_fallback": None}, {}])
+def test_corrupt_accuracy_target_is_refused_in_one_line(fitted: sg.Surrogate, tmp_path: Path, bad: object) -> None:
+    meta_path = sg.save(fitted, tmp_path / "m")
+    meta = json.loads(meta_path.read_text())
+    meta["accuracy_target"] = bad
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(SurrogateError, match=r"meta\.json is corrupt: 'accuracy_target'"):
+        sg.load(tmp_path / "m")
 
 
 def test_categoricals_encode_as_level_index_and_unseen_as_missing() -> None:
@@ -359,6 +426,24 @@ def test_model_card(fitted: sg.Surrogate, table_path: Path, tmp_path: Path) -> N
     assert "| train_time_s | random-5-fold | 5 |" in text
     assert fitted.meta["table_sha256"] in text
     assert "Where not to trust it" in text and "digits" in text
+    assert "landmark" in text and "time_baseline" in text
+
+
+def test_repeat_noise_is_the_spread_of_one_config_over_seeds() -> None:
+    from advisor.surrogate.evaluate import repeat_noise
+
+    data = rows(40, seed=3)
+    ok = [r for r in data if r["status"] == "ok" and not r["contended"]][:2]
+    repeats = []
+    for r, (acc, secs) in zip(ok, ((0.9, 10.0), (0.5, 4.0))):
+        for k, (a, t) in enumerate(((acc, secs), (acc - 0.1, secs * 1.5))):
+            repeats.append(dict(r, trial_id=f"{r['trial_id']}-r{k}", cfg_seed=100 + k, test_accuracy=a, train_time_s=t))
+    cols = {k: [row[k] for row in repeats] for k in repeats[0]}
+    noise = repeat_noise(cols)
+    # pairs: each row is half the pair's gap from its median
+    assert noise["test_accuracy"] == {"groups": 2, "rows": 4, "mae": pytest.approx(0.05)}
+    assert noise["train_time_s"]["groups"] == 2 and noise["train_time_s"]["mape"] == pytest.approx(0.2)
+    assert repeat_noise({k: [r[k] for r in data] for k in data[0]}) == {}  # no repeats
 
 
 # ------------------------------------------------------------------------- real trials, end to end

@@ -80,7 +80,8 @@ def info_command(
     rows = [("input shape", _shape(info.input_shape)), ("classes", str(info.num_classes)),
             ("train samples", f"{info.train_size:,}"), ("test samples", f"{info.test_size:,}"),
             ("synthetic", "yes (timing only: accuracy has no meaning)" if info.synthetic else "no"),
-            ("source", info.source), ("description", info.description)]
+            ("source", info.source), ("description", info.description),
+            ("landmark", "not measured" if info.landmark is None else f"{info.landmark:.4f} (ridge-classifier accuracy)")]
     if report is not None:
         rows += [("folder", report.folder), ("format", report.format),
                  ("files", ", ".join(f"{n} ({b:,} B)" for n, b in report.files) or "-"),
@@ -90,6 +91,38 @@ def info_command(
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+@datasets_app.command("landmark")
+@user_errors
+def landmark_command(
+    name: Annotated[str, typer.Argument(help="A dataset name or a path to an .npz file.")],
+    data_dir: Annotated[Optional[Path], typer.Option(
+        "--data-dir", help="Folder holding the canonical files (default: the cache; nothing is downloaded).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure a dataset's landmark: the test accuracy of a fixed ridge classifier, its difficulty score.
+
+    The surrogate predicts accuracy relative to it. Registry datasets carry a recorded value; this
+    measures it again from the files.
+
+    Example: advisor datasets landmark cifar10 --data-dir ../shared/datasets/cifar-10-batches-bin
+    """
+    from advisor._datasets.landmark import LANDMARK_TEST, LANDMARK_TRAIN, landmark_score
+    from advisor.datasets import get_info
+    from advisor.errors import DatasetError
+
+    info = get_info(name)
+    if info.synthetic:
+        raise DatasetError(f"{info.name} is random data: it has no landmark (accuracy has no meaning on it).")
+    score = landmark_score(name, data_dir=None if data_dir is None else str(data_dir))
+    if as_json:
+        print_json({"dataset": info.name, "landmark": score, "recorded": info.landmark,
+                    "train_samples": min(LANDMARK_TRAIN, info.train_size),
+                    "test_samples": min(LANDMARK_TEST, info.test_size)})
+        return
+    recorded = "" if info.landmark is None else f" (recorded: {info.landmark:.4f})"
+    out.print(f"{info.name}: landmark {score:.4f}{recorded}")
 
 
 @datasets_app.command("download")

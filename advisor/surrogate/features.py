@@ -4,17 +4,19 @@ A feature row is computed from a knowledge-base row (or a candidate shaped like 
 :data:`advisor.knowledge.COLUMNS` names). Besides the raw config it holds derived quantities that
 carry from one workload or machine to another: training FLOPs, steps, dataset meta-features and
 calibrated hardware speed. A dataset's *name* is deliberately not a feature, so the models must
-learn from what a dataset is (size, shape, classes), not from which one it is.
+learn from what a dataset is (size, shape, classes, and how hard it is: its landmark score, see
+:mod:`advisor._datasets.landmark`), not from which one it is.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
+__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "landmarks", "registry_landmark", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("input_c"),
     Feature("pixels", log=True),
     Feature("num_classes", log=True),
+    Feature("landmark"),
     Feature("hw_gflops", log=True),
     Feature("cores_granted"),
     Feature("naive_time_s", log=True),
@@ -132,6 +135,32 @@ def schema_from_columns(columns: Mapping[str, Sequence[Any]]) -> FeatureSchema:
     return FeatureSchema(FEATURES, levels)
 
 
+@functools.lru_cache(maxsize=256)
+def registry_landmark(dataset_name: str) -> float:
+    """The recorded landmark of a registry dataset; NaN for an ``.npz`` path, synthetic data, an
+    unknown name or a dataset without one (no file is read)."""
+    from advisor._datasets.registry import canonical_name, get_info, is_npz_path
+
+    try:
+        if not dataset_name or is_npz_path(dataset_name) or dataset_name.startswith("synthetic"):
+            return float("nan")
+        mark = get_info(canonical_name(dataset_name)).landmark
+    except Exception:  # noqa: BLE001 - any name the registry does not know
+        return float("nan")
+    return float("nan") if mark is None else float(mark)
+
+
+def landmarks(columns: Mapping[str, Sequence[Any]]) -> np.ndarray:
+    """Each row's dataset landmark: the ``landmark`` column where there is one (a candidate carries
+    its workload's), else the registry's value for ``dataset_name``; NaN where neither is known."""
+    n = len(columns["framework"])
+    given = _floats(columns["landmark"]) if "landmark" in columns else np.full(n, np.nan)
+    if "dataset_name" in columns and np.isnan(given).any():
+        looked_up = np.array([registry_landmark(str(v or "")) for v in columns["dataset_name"]], dtype=float)
+        given = np.where(np.isnan(given), looked_up, given)
+    return given
+
+
 def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
     """Numeric features as float arrays, computed column-wise (categoricals excluded).
 
@@ -180,6 +209,7 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "input_c": _floats(columns["input_c"]),
         "pixels": h * w,
         "num_classes": _floats(columns["num_classes"]),
+        "landmark": landmarks(columns),
         "hw_gflops": gflops,
         "cores_granted": _floats(columns["cores_granted"]),
         "naive_time_s": naive,

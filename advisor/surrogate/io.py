@@ -26,7 +26,7 @@ from advisor import __version__
 from advisor.errors import SurrogateError
 from advisor.surrogate._compat import import_lightgbm
 from advisor.surrogate.features import FEATURES, FeatureSchema
-from advisor.surrogate.model import OBJECTIVES, QUANTILES, TIME_BASIS, Surrogate
+from advisor.surrogate.model import ACCURACY_COMPANION, OBJECTIVES, QUANTILES, TIME_BASIS, Surrogate
 
 __all__ = [
     "META_NAME",
@@ -157,6 +157,17 @@ def _check_time_baseline(meta: dict[str, Any], path: Path) -> None:
                              f"{len(TIME_BASIS)} non-negative coefficients; refit it with `advisor surrogate fit`.")
 
 
+def _check_accuracy_target(meta: dict[str, Any], path: Path) -> None:
+    """``accuracy_target``: absent or null (accuracy as is), or a landmark fallback in [0, 1]."""
+    target = meta.get("accuracy_target")
+    if target is None:
+        return
+    value = target.get("landmark_fallback") if isinstance(target, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise SurrogateError(f"Surrogate meta {path} is corrupt: 'accuracy_target' must hold a "
+                             f"'landmark_fallback' in [0, 1]; refit it with `advisor surrogate fit`.")
+
+
 @contextlib.contextmanager
 def _native_stderr_silenced() -> Iterator[None]:
     """Point file descriptor 2 at the null device for the block (LightGBM's C++ ``Log::Fatal``
@@ -198,13 +209,17 @@ def load(directory: str | Path) -> Surrogate:
         raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: {exc}.") from None
     schema = _check_schema(meta, meta_path)
     _check_time_baseline(meta, meta_path)
+    _check_accuracy_target(meta, meta_path)
     lgb = import_lightgbm(lean=True)
     boosters: dict[str, dict[float, Any]] = {}
     files = meta.get("files") or {}
     if not isinstance(files, dict):
         raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: 'files' must be a JSON object, "
                              f"got {type(files).__name__}.")
-    for objective in OBJECTIVES:
+    wanted = list(OBJECTIVES)
+    if meta.get("accuracy_target") is not None:
+        wanted.append(ACCURACY_COMPANION)  # the plain-accuracy boosters the relative ones are combined with
+    for objective in wanted:
         boosters[objective] = {}
         per_alpha = files.get(objective) or {}
         if not isinstance(per_alpha, dict):
