@@ -327,10 +327,14 @@ def _rank(costs: np.ndarray, preference: str) -> np.ndarray:
     """Order of rows (costs: log time, -accuracy, log memory) by preference, best first.
 
     ``balanced`` first keeps the rows whose accuracy is within :data:`BALANCED_ACCURACY_SLACK` of
-    the best row's and orders them by their distance to the fastest and leanest of them (time and
-    memory each scaled to [0, 1] over that set); the other rows follow, by distance to the ideal
-    point with all three objectives scaled. A knee over all three objectives alone tends to pick a
-    configuration that trains in no time to a useless accuracy, which no user means by balanced.
+    the best row's and orders them by time, then memory; the other rows follow, by distance to the
+    ideal point with all three objectives scaled. A knee over all three objectives alone tends to
+    pick a configuration that trains in no time to a useless accuracy, which no user means by
+    balanced. A knee over time and memory within the near-best set (the rule before) let a lower
+    memory outweigh a several-fold longer training: on the held-out workloads of
+    ``benchmarks/results/recommend.md`` it picked scikit-learn configs training 3-6x longer than a
+    torch config of the same or better measured accuracy. Memory limits belong to
+    ``--max-memory`` and ``--prefer lean``.
     """
     t, a, m = costs[:, 0], costs[:, 1], costs[:, 2]
     if preference == "fast":
@@ -348,7 +352,7 @@ def _rank(costs: np.ndarray, preference: str) -> np.ndarray:
     near = a <= a.min() + BALANCED_ACCURACY_SLACK
     first = np.flatnonzero(near)
     rest = np.flatnonzero(~near)
-    first = first[np.lexsort((t[first], knee(costs[first][:, [0, 2]])))]
+    first = first[np.lexsort((m[first], t[first]))]
     rest = rest[np.lexsort((t[rest], knee(costs[rest])))] if len(rest) else rest
     return np.concatenate([first, rest])
 

@@ -261,3 +261,9 @@ def test_balanced_prefers_the_fastest_near_best_accuracy_over_a_useless_fast_poi
                       [np.log(50.0), -0.951, 6.0]])
     order = rc._rank(costs, "balanced").tolist()
     assert order[0] == 2 and order[-1] == 0 and sorted(order) == [0, 1, 2, 3]
+    # within the near-best set, time decides and memory breaks ties: a 5x slower but leaner config
+    # does not win, and of two equally fast ones the leaner does
+    costs = np.array([[np.log(5.0), -0.950, np.log(800.0)],
+                      [np.log(25.0), -0.952, np.log(150.0)],
+                      [np.log(5.0), -0.948, np.log(300.0)]])
+    assert rc._rank(costs, "balanced").tolist() == [2, 0, 1]
