@@ -5,8 +5,8 @@
 2. The surrogate predicts time, accuracy and memory for all of them in one batched call per model.
 3. The user's constraints filter them (on the predicted median); the predicted Pareto front is
    kept and ranked by preference: ``fast``, ``accurate``, ``lean`` or ``balanced`` (among the
-   front points predicted within one accuracy point of the best, the one closest to the fastest
-   and leanest, time and memory each scaled to [0, 1]).
+   front points predicted within one accuracy point of the best, the fastest; the next ranks are
+   the front points that add the most predicted hypervolume, so the top K shows the trade-offs).
 4. Each choice carries evidence: the nearest measured trials in standardised feature space.
 5. When the table has no trials on the requested device kind, or none near the dataset's
    meta-features, the result says it is an extrapolation, gives the reasons and widens the bands.
@@ -357,6 +357,37 @@ def _rank(costs: np.ndarray, preference: str) -> np.ndarray:
     return np.concatenate([first, rest])
 
 
+def _spread(ordered: np.ndarray, time_s: np.ndarray, accuracy: np.ndarray, memory_mb: np.ndarray,
+            want: int) -> np.ndarray:
+    """``ordered`` with its first ``want`` entries made to show the trade-offs of the front.
+
+    The first entry stays (the preference's pick); each next one is the entry that adds the most
+    predicted hypervolume (time, accuracy, memory; reference 1.1 x the worst time and memory of
+    ``ordered``, accuracy 0) to those chosen, ties to the earlier in ``ordered``. Without this the
+    top K of ``balanced`` were K near-copies of one point (the near-best, slow configurations),
+    which tells a user nothing about what a faster or leaner choice would cost. The remaining
+    entries follow in their order.
+    """
+    from advisor.pareto import hypervolume
+
+    if want < 2 or len(ordered) < 3:
+        return ordered
+    directions = ("minimize", "maximize", "minimize")
+    points = {int(j): (float(time_s[j]), float(accuracy[j]), float(memory_mb[j])) for j in ordered}
+    ref = (1.1 * max(p[0] for p in points.values()), 0.0, 1.1 * max(p[2] for p in points.values()))
+    scale = (ref[0], 1.0, ref[2])
+    chosen = [int(ordered[0])]
+    while len(chosen) < min(want, len(ordered)):
+        base = hypervolume([points[c] for c in chosen], directions, ref, scale=scale)
+        gains = [(hypervolume([points[c] for c in chosen] + [points[int(j)]], directions, ref, scale=scale) - base, -k, int(j))
+                 for k, j in enumerate(ordered) if int(j) not in chosen]
+        gain, _, best = max(gains)
+        if gain <= 0:
+            break
+        chosen.append(best)
+    return np.array(chosen + [int(j) for j in ordered if int(j) not in chosen])
+
+
 def _layers(costs: np.ndarray, want: int) -> list[int]:
     """Indices of the front, then of the next fronts, until ``want`` are collected."""
     remaining = np.arange(len(costs))
@@ -599,6 +630,8 @@ def recommend(
     n_front = int(pareto_mask(costs).sum())
     pool = np.array(_layers(costs, top))
     ordered = pool[_rank(costs[pool], prefer)]
+    if prefer == "balanced":
+        ordered = _spread(ordered, t_band.mid[idx], a_band.mid[idx], m_band.mid[idx], top)
     space = _Space(surrogate, kb)
     choices: list[Choice] = []
     seen: set[str] = set()

@@ -267,3 +267,14 @@ def test_balanced_prefers_the_fastest_near_best_accuracy_over_a_useless_fast_poi
                       [np.log(25.0), -0.952, np.log(150.0)],
                       [np.log(5.0), -0.948, np.log(300.0)]])
     assert rc._rank(costs, "balanced").tolist() == [2, 0, 1]
+
+
+def test_balanced_top_k_shows_the_trade_offs_instead_of_near_copies() -> None:
+    # (time s, accuracy, MiB): three near-copies of the pick, a much faster point and a much leaner one
+    pts = np.array([[10.0, 0.950, 300.0], [11.0, 0.951, 300.0], [10.5, 0.949, 310.0],
+                    [1.0, 0.900, 300.0], [12.0, 0.940, 60.0]])
+    order = np.arange(5)
+    spread = rc._spread(order, pts[:, 0], pts[:, 1], pts[:, 2], 3).tolist()
+    assert spread[0] == 0  # the preference's pick stays first
+    assert set(spread[:3]) == {0, 3, 4} and spread[3:] == [1, 2]  # the rest keep their order
+    assert rc._spread(order, pts[:, 0], pts[:, 1], pts[:, 2], 1).tolist() == [0, 1, 2, 3, 4]

@@ -166,7 +166,7 @@ def recommend_command(
     max_time: Annotated[Optional[str], typer.Option("--max-time", help="Bound on training time: 90, 90s, 10m, 2h.")] = None,
     min_accuracy: Annotated[Optional[str], typer.Option("--min-accuracy", help="Bound on test accuracy: 0.99 or 99%.")] = None,
     max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="Bound on peak memory: 2GB, 512MB.")] = None,
-    prefer: Annotated[Preference, typer.Option("--prefer", help="Ranking of the Pareto front: fast, accurate, lean, or balanced (the fastest within 0.01 of the best predicted accuracy).")] = Preference.balanced,
+    prefer: Annotated[Preference, typer.Option("--prefer", help="Ranking of the Pareto front: fast, accurate, lean, or balanced (the fastest within 0.01 of the best predicted accuracy, then the trade-offs that add the most to the front).")] = Preference.balanced,
     frameworks: Annotated[Optional[str], typer.Option("--frameworks", help="Comma-separated, e.g. torch,tensorflow.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, max=100, help="How many configurations to show.")] = 3,
     table: Annotated[Optional[Path], typer.Option("--table", help="Knowledge base (default: the shipped one); "
