@@ -137,16 +137,6 @@ def test_accuracy_takes_the_lower_of_the_relative_and_the_plain_model(fitted: sg
     assert set(files) == {"train_time_s", "test_accuracy", "peak_memory_mb", ACCURACY_COMPANION}
 
 
-@pytest.mark.parametrize("bad", ["x", {"landmark_fallback": 2.0}, {"landmark_fallback": None}, {}])
-def test_corrupt_accuracy_target_is_refused_in_one_line(fitted: sg.Surrogate, tmp_path: Path, bad: object) -> None:
-    meta_path = sg.save(fitted, tmp_path / "m")
-    meta = json.loads(meta_path.read_text())
-    meta["accuracy_target"] = bad
-    meta_path.write_text(json.dumps(meta))
-    with pytest.raises(SurrogateError, match=r"meta\.json is corrupt: 'accuracy_target'"):
-        sg.load(tmp_path / "m")
-
-
 def test_categoricals_encode_as_level_index_and_unseen_as_missing() -> None:
     data = rows(8, frameworks=("torch", "sklearn"))
     cols = {k: [r[k] for r in data] for k in data[0]}
@@ -327,15 +317,20 @@ def test_corrupt_or_missing_meta(fitted: sg.Surrogate, tmp_path: Path) -> None:
         sg.load(tmp_path / "m")
 
 
-@pytest.mark.parametrize("bad", [None, "x", {"coefficients": {"torch": [1.0, 2.0]}},
-                                 {"coefficients": {"torch": [1.0, -1.0, 0.0, 0.0]}},
-                                 {"coefficients": {"torch": [1.0, float("nan"), 0.0, 0.0]}}])
-def test_corrupt_time_baseline_is_refused_in_one_line(fitted: sg.Surrogate, tmp_path: Path, bad: object) -> None:
+_CORRUPT_META = [("time_baseline", bad) for bad in (
+    None, "x", {"coefficients": {"torch": [1.0, 2.0]}}, {"coefficients": {"torch": [1.0, -1.0, 0.0, 0.0]}},
+    {"coefficients": {"torch": [1.0, float("nan"), 0.0, 0.0]}})] + [("accuracy_target", bad) for bad in (
+        "x", {"landmark_fallback": 2.0}, {"landmark_fallback": None}, {})]
+
+
+@pytest.mark.parametrize(("key", "bad"), _CORRUPT_META)
+def test_corrupt_meta_entries_are_refused_in_one_line(fitted: sg.Surrogate, tmp_path: Path, key: str,
+                                                      bad: object) -> None:
     meta_path = sg.save(fitted, tmp_path / "m")
     meta = json.loads(meta_path.read_text())
-    meta["time_baseline"] = bad
+    meta[key] = bad
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(SurrogateError, match=r"meta\.json is corrupt: 'time_baseline'"):
+    with pytest.raises(SurrogateError, match=rf"meta\.json is corrupt: '{key}'"):
         sg.load(tmp_path / "m")
 
 
