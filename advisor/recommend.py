@@ -379,8 +379,8 @@ def _spread(ordered: np.ndarray, time_s: np.ndarray, accuracy: np.ndarray, memor
     chosen = [int(ordered[0])]
     while len(chosen) < min(want, len(ordered)):
         base = hypervolume([points[c] for c in chosen], directions, ref, scale=scale)
-        gains = [(hypervolume([points[c] for c in chosen] + [points[int(j)]], directions, ref, scale=scale) - base, -k, int(j))
-                 for k, j in enumerate(ordered) if int(j) not in chosen]
+        gains = [(hypervolume([points[c] for c in chosen] + [points[int(j)]], directions, ref, scale=scale) - base,
+                  -k, int(j)) for k, j in enumerate(ordered) if int(j) not in chosen]
         gain, _, best = max(gains)
         if gain <= 0:
             break

@@ -454,7 +454,8 @@ def fit(
     accuracy_meta = {"relative_to": "landmark", "landmark_fallback": landmark_fallback,
                      "combined_with": f"{ACCURACY_COMPANION} (plain accuracy), elementwise minimum"} \
         if landmark_fallback is not None else None
-    meta = {"time_baseline": baseline_meta, "accuracy_target": accuracy_meta, "row_counts": counts, "seed": seed, "num_boost_round": num_boost_round,
+    meta = {"time_baseline": baseline_meta, "accuracy_target": accuracy_meta, "row_counts": counts, "seed": seed,
+            "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": "log(train_time_s / total_flops)",
             "band_offsets": offsets, "band_calibration": {"method": "conformalized quantile regression",
                                                           "folds": calibration_folds, "coverage": BAND_COVERAGE}}
