@@ -184,6 +184,7 @@ def describe_workload(dataset: str, *, model: str | None = None, train_samples: 
         InvalidParameterError: When ``train_samples`` is not in ``[1, train size]``.
     """
     from advisor import datasets, models
+    from advisor._datasets.registry import is_npz_path
 
     info = datasets.get_info(dataset)
     name = model or models.default_model_for(info.input_shape)
@@ -193,7 +194,7 @@ def describe_workload(dataset: str, *, model: str | None = None, train_samples: 
         raise invalid_parameter("train_samples", f"dataset {info.name!r}", f"an integer in [1, {info.train_size}]", n)
     shape = tuple(int(d) for d in info.input_shape)
     landmark = info.landmark
-    if landmark is None and info.name.lower().endswith(".npz"):
+    if landmark is None and is_npz_path(info.name):
         from advisor._datasets.landmark import landmark_score
 
         landmark = landmark_score(info.name)  # the user's own data: measured now (one linear solve)
@@ -332,8 +333,8 @@ def _rank(costs: np.ndarray, preference: str) -> np.ndarray:
     pick a configuration that trains in no time to a useless accuracy, which no user means by
     balanced. A knee over time and memory within the near-best set (the rule before) let a lower
     memory outweigh a several-fold longer training: on the held-out workloads of
-    ``benchmarks/results/recommend.md`` it picked scikit-learn configs training 3-6x longer than a
-    torch config of the same or better measured accuracy. Memory limits belong to
+    ``benchmarks/results/recommend.md`` it picked scikit-learn configs training 1.6-6.3x longer
+    than a torch config of the same or better measured accuracy. Memory limits belong to
     ``--max-memory`` and ``--prefer lean``.
     """
     t, a, m = costs[:, 0], costs[:, 1], costs[:, 2]

@@ -17,13 +17,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor._datasets.registry import DatasetInfo, get_info
 from advisor.records import Workload
 
-__all__ = ["LANDMARK_TRAIN", "LANDMARK_TEST", "RIDGE_PENALTY", "landmark_score"]
+__all__ = ["LANDMARK_TRAIN", "LANDMARK_TEST", "RIDGE_PENALTY", "landmark_subset", "landmark_score"]
 
 LANDMARK_TRAIN = 1_000
 LANDMARK_TEST = 300
 RIDGE_PENALTY = 10.0
+
+
+def landmark_subset(info: DatasetInfo) -> tuple[int, int]:
+    """The training and test samples the landmark uses: the fixed sizes, or all a smaller dataset has."""
+    return min(LANDMARK_TRAIN, info.train_size), min(LANDMARK_TEST, info.test_size)
 
 
 def landmark_score(dataset: str, *, data_dir: str | None = None, download: bool = False) -> float:
@@ -33,12 +39,11 @@ def landmark_score(dataset: str, *, data_dir: str | None = None, download: bool 
     missing or malformed files.
     """
     from advisor._datasets.load import load
-    from advisor._datasets.registry import get_info
 
     info = get_info(dataset)
-    workload = Workload(dataset=dataset, model="mlp", data_dir=data_dir, seed=0,
-                        train_samples=min(LANDMARK_TRAIN, info.train_size),
-                        test_samples=min(LANDMARK_TEST, info.test_size))
+    n_train, n_test = landmark_subset(info)
+    workload = Workload(dataset=dataset, model="mlp", data_dir=data_dir, seed=0, train_samples=n_train,
+                        test_samples=n_test)
     data = load(workload, download=download)
     x_train = data.x_train.reshape(len(data.x_train), -1).astype(np.float64)
     x_test = data.x_test.reshape(len(data.x_test), -1).astype(np.float64)

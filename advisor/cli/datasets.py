@@ -108,7 +108,7 @@ def landmark_command(
 
     Example: advisor datasets landmark cifar10 --data-dir ../shared/datasets/cifar-10-batches-bin
     """
-    from advisor._datasets.landmark import LANDMARK_TEST, LANDMARK_TRAIN, landmark_score
+    from advisor._datasets.landmark import landmark_score, landmark_subset
     from advisor.datasets import get_info
     from advisor.errors import DatasetError
 
@@ -117,9 +117,9 @@ def landmark_command(
         raise DatasetError(f"{info.name} is random data: it has no landmark (accuracy has no meaning on it).")
     score = landmark_score(name, data_dir=None if data_dir is None else str(data_dir))
     if as_json:
+        n_train, n_test = landmark_subset(info)
         print_json({"dataset": info.name, "landmark": score, "recorded": info.landmark,
-                    "train_samples": min(LANDMARK_TRAIN, info.train_size),
-                    "test_samples": min(LANDMARK_TEST, info.test_size)})
+                    "train_samples": n_train, "test_samples": n_test})
         return
     recorded = "" if info.landmark is None else f" (recorded: {info.landmark:.4f})"
     out.print(f"{info.name}: landmark {score:.4f}{recorded}")

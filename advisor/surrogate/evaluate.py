@@ -295,6 +295,12 @@ def _calibration_line(meta: Mapping[str, Any]) -> str:
             "the evaluation below calibrates on its own training rows only.")
 
 
+def _recorded_landmarks() -> str:
+    from advisor.datasets import list_datasets
+
+    return ", ".join(f"{d.name} {d.landmark:.3f}" for d in list_datasets() if d.landmark is not None)
+
+
 def _fmt(value: float | None, pct: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -332,9 +338,10 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         "- **Time** is modelled per training FLOP, with a fitted per-framework baseline (GFLOPs, steps, samples",
         "  seen, start-up; coefficients in `meta.json` under `time_baseline`) as a feature.",
         "- **Accuracy** is the lower of two models, quantile by quantile: one of accuracy minus the dataset's",
-        "  landmark (the test accuracy of a fixed ridge classifier, `advisor datasets landmark NAME`: digits",
-        "  0.943, MNIST 0.797, CIFAR-10 0.213), which carries what was learnt on easy data over to hard data,",
-        "  and one of plain accuracy, which never promises more than was measured.",
+        "  landmark (the test accuracy of a fixed ridge classifier, `advisor datasets landmark NAME`: "
+        + _recorded_landmarks() + "),",
+        "  which carries what was learnt on easy data over to hard data, and one of plain accuracy, which",
+        "  never promises more than was measured.",
         "",
         _calibration_line(meta),
         "",

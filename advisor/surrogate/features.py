@@ -143,7 +143,7 @@ def registry_landmark(dataset_name: str) -> float:
     from advisor._datasets.registry import canonical_name, get_info, is_npz_path
 
     try:
-        if not dataset_name or is_npz_path(dataset_name) or dataset_name.startswith("synthetic"):
+        if not dataset_name or is_npz_path(dataset_name):  # no file is read for a landmark
             return float("nan")
         mark = get_info(canonical_name(dataset_name)).landmark
     except Exception:  # noqa: BLE001 - any name the registry does not know

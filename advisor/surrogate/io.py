@@ -146,8 +146,8 @@ def _check_time_baseline(meta: dict[str, Any], path: Path) -> None:
     files = meta.get("files")
     if not isinstance(files, dict) or "train_time_s" not in files:
         return
-    coefficients = (meta.get("time_baseline") or {}).get("coefficients") if isinstance(
-        meta.get("time_baseline") or {}, dict) else None
+    baseline = meta.get("time_baseline")
+    coefficients = baseline.get("coefficients") if isinstance(baseline, dict) else None
     ok = isinstance(coefficients, dict) and all(
         isinstance(k, str) and isinstance(v, list) and len(v) == len(TIME_BASIS)
         and all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0 for c in v)

@@ -150,9 +150,8 @@ TIME_BASIS = ("training GFLOPs", "training steps", "training samples seen", "sta
 
 
 def _time_basis(x: np.ndarray) -> np.ndarray:
-    epochs = x[:, _INDEX["epochs"]]
-    return np.stack([x[:, _TOTAL_FLOPS] / 1e9, x[:, _INDEX["total_steps"]],
-                     x[:, _INDEX["train_samples"]] * epochs, np.ones(len(x))], axis=1)
+    return np.stack([x[:, _TOTAL_FLOPS] / 1e9, x[:, _INDEX["total_steps"]], x[:, _INDEX["samples_seen"]],
+                     np.ones(len(x))], axis=1)
 
 
 def _framework_names(x: np.ndarray, schema: FeatureSchema) -> list[str | None]:
@@ -212,9 +211,9 @@ def with_time_baseline(x: np.ndarray, schema: FeatureSchema,
 _LANDMARK = _INDEX["landmark"]
 
 
-def _landmark_or(x: np.ndarray, fallback: float | None) -> np.ndarray:
+def _landmark_or(x: np.ndarray, fallback: float) -> np.ndarray:
     mark = x[:, _LANDMARK]
-    return np.where(np.isnan(mark), np.nan if fallback is None else fallback, mark)
+    return np.where(np.isnan(mark), fallback, mark)
 
 
 def to_model_space(objective: str, values: np.ndarray, x: np.ndarray, *,
@@ -235,12 +234,13 @@ def to_model_space(objective: str, values: np.ndarray, x: np.ndarray, *,
     return np.where(np.isfinite(out), out, np.nan)
 
 
-def from_model_space(objective: str, raw: np.ndarray, x: np.ndarray, *,
-                     landmark_fallback: float | None = None) -> np.ndarray:
-    """Booster outputs (rows x quantiles) -> values in the objective's unit."""
+def from_model_space(objective: str, raw: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Booster outputs (rows x quantiles) -> values in the objective's unit.
+
+    Landmark-relative accuracy is brought back to accuracy by :meth:`Surrogate.predict_matrix`
+    before it is combined with the plain-accuracy model; here accuracy is only clipped.
+    """
     if objective not in LOG_OBJECTIVES:
-        if landmark_fallback is not None:
-            raw = raw + _landmark_or(x, landmark_fallback)[:, None]
         return np.clip(raw, 0.0, 1.0)
     if objective == "train_time_s":
         raw = raw + np.log(x[:, _TOTAL_FLOPS])[:, None]
@@ -413,12 +413,10 @@ def fit(
     for objective in objectives:
         picked, values = training_columns(columns, objective)
         x = encode(picked, schema)
-        fallback = None
         if objective == "test_accuracy":
-            marks = x[:, _LANDMARK]
-            fallback = float(np.median(marks[~np.isnan(marks)])) if (~np.isnan(marks)).any() else None
-            landmark_fallback = fallback
-        y = to_model_space(objective, values, x, landmark_fallback=fallback)
+            marks = x[:, _LANDMARK][~np.isnan(x[:, _LANDMARK])]
+            landmark_fallback = float(np.median(marks)) if len(marks) else None
+        y = to_model_space(objective, values, x, landmark_fallback=landmark_fallback)
         keep = ~np.isnan(y)
         x, y, values = x[keep], y[keep], values[keep]
         if len(y) < MIN_ROWS:
@@ -437,13 +435,13 @@ def fit(
         }
         members = [(y, np.zeros(len(y)))]
         units = y
-        if objective == "test_accuracy" and fallback is not None:
+        if objective == "test_accuracy" and landmark_fallback is not None:
             boosters[ACCURACY_COMPANION] = {
                 alpha: _train_one(lgb, x, values, schema, alpha=alpha, seed=seed, num_threads=num_threads,
                                   num_boost_round=num_boost_round)
                 for alpha in QUANTILES
             }
-            shift = _landmark_or(x, fallback)
+            shift = _landmark_or(x, landmark_fallback)
             members, units = [(y, shift), (values, np.zeros(len(y)))], values
         offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
                             num_threads=num_threads, num_boost_round=num_boost_round)
