@@ -410,10 +410,12 @@ def _yes(flag: bool | None) -> str:
     return "n/a" if flag is None else ("**met**" if flag else "missed")
 
 
-def evaluate(job: Job, args: argparse.Namespace, paths: Paths, rec: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def evaluate(job: Job, args: argparse.Namespace, paths: Paths, rec: dict[str, Any] | None = None, *,
+             records: list[dict[str, Any]] | None = None,
+             tuned: tuple[list[TrialResult], dict[str, int]] | None = None) -> dict[str, Any] | None:
     """Everything the report shows for one workload and one of its recommendations (default: the
-    latest), from the raw files (no trial is run)."""
-    records = read_jsonl(paths.jsonl)
+    latest), from the raw files (no trial is run). ``records`` and ``tuned`` are read when not given."""
+    records = read_jsonl(paths.jsonl) if records is None else records
     if rec is None:
         stored = recommendations(job, records)
         rec = stored[-1] if stored else None
@@ -421,7 +423,7 @@ def evaluate(job: Job, args: argparse.Namespace, paths: Paths, rec: dict[str, An
         return None
     planned = plan(job, args, rec)
     got = {role: measured(job, role, planned[role], records) for role in ROLES}
-    tuned = tuned_results(job, paths)
+    tuned = tuned_results(job, paths) if tuned is None else tuned
     tuned_rs = tuned[0] if tuned else []
     all_pts = [p for role in ROLES for *_, r in got[role] if (p := outcome_point(r))] + [p for r in tuned_rs if (p := outcome_point(r))]
     out: dict[str, Any] = {"job": job, "rec": rec, "got": got, "tuned": tuned}
@@ -536,7 +538,9 @@ def _pct(v: float | None) -> str:
 
 
 def render(jobs: Sequence[Job], args: argparse.Namespace, paths: Paths) -> None:
-    evs = [ev for job in jobs if (ev := evaluate(job, args, paths)) is not None]
+    records = read_jsonl(paths.jsonl)
+    tuned = {job.key: tuned_results(job, paths) for job in jobs}  # read once for the current and earlier rounds
+    evs = [ev for job in jobs if (ev := evaluate(job, args, paths, records=records, tuned=tuned[job.key])) is not None]
     summary = []
     for ev in evs:
         pick, bd, br = ev["pick"], ev["best_default"], ev["best_random"]
@@ -551,10 +555,9 @@ def render(jobs: Sequence[Job], args: argparse.Namespace, paths: Paths) -> None:
             f"{br.test_accuracy:.4f} / {br.train_time_s:.2f} s" if br else "n/a",
         ))
     history = []
-    records = read_jsonl(paths.jsonl)
     for job in jobs:
         for i, old in enumerate(recommendations(job, records)[:-1], start=1):
-            hev = evaluate(job, args, paths, rec=old)
+            hev = evaluate(job, args, paths, rec=old, records=records, tuned=tuned[job.key])
             if hev is None:
                 continue
             hp = hev["pick"]
