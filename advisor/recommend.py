@@ -285,6 +285,7 @@ def _columns(cands: Sequence[_Candidate], workload: WorkloadInfo, target: Target
         "input_w": [workload.input_shape[1]] * n,
         "input_c": [workload.input_shape[2]] * n,
         "num_classes": [workload.num_classes] * n,
+        "model": [workload.model] * n,
         "landmark": [workload.landmark] * n,
         "flops_per_sample": [workload.flops_per_sample] * n,
         "params": [workload.params] * n,

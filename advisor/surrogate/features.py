@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "landmarks", "registry_landmark", "FeatureSchema",
+__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "MEMORY_BASELINE_FEATURE", "activations_per_sample", "landmarks", "registry_landmark", "FeatureSchema",
            "schema_from_columns", "encode", "feature_values"]
 
 
@@ -55,6 +55,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("cudnn_benchmark"),
     Feature("flops_per_sample", log=True),
     Feature("params", log=True),
+    Feature("activations_per_sample", log=True),
     Feature("total_flops", log=True),
     Feature("steps_per_epoch", log=True),
     Feature("total_steps", log=True),
@@ -74,12 +75,16 @@ FEATURES: tuple[Feature, ...] = (
     Feature("log10_lr_per_sample"),
     Feature("samples_seen", log=True),
     Feature("log_baseline_s_per_flop"),
+    Feature("log_memory_baseline_mb"),
 )
 
 #: Filled by the fitted surrogate, not by :func:`encode` (which leaves it NaN): the natural log of
 #: its per-framework linear time baseline divided by the training FLOPs
 #: (:func:`advisor.surrogate.model.time_baseline`).
 BASELINE_FEATURE = "log_baseline_s_per_flop"
+#: Filled by the fitted surrogate like :data:`BASELINE_FEATURE`: the natural log of its
+#: per-framework memory baseline in MiB (:func:`advisor.surrogate.model.memory_baseline`).
+MEMORY_BASELINE_FEATURE = "log_memory_baseline_mb"
 
 _CATEGORICAL_SOURCE = {
     "framework": "framework",
@@ -162,6 +167,25 @@ def landmarks(columns: Mapping[str, Sequence[Any]]) -> np.ndarray:
     return given
 
 
+@functools.lru_cache(maxsize=256)
+def activations_per_sample(model: str, h: float, w: float, c: float, classes: float) -> float:
+    """Output elements of every layer of ``model`` for one sample (what its element-wise work,
+    pooling and activation memory traffic scale with); NaN for an unknown model or shape."""
+    from advisor.models import get_model, layer_shapes
+
+    try:
+        spec = get_model(model)
+        total = 0
+        for _, _, out in layer_shapes(spec, (int(h), int(w), int(c)), int(classes)):
+            size = 1
+            for d in out:
+                size *= d
+            total += size
+    except Exception:  # noqa: BLE001 - an unknown model, a missing or impossible shape
+        return float("nan")
+    return float(total)
+
+
 def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
     """Numeric features as float arrays, computed column-wise (categoricals excluded).
 
@@ -179,6 +203,11 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
     at_threads = _floats(columns["hw_gemm_gflops_threads"])
     gflops = np.where(np.isnan(at_threads), _floats(columns["hw_gemm_gflops_max"]), at_threads)
     steps = np.ceil(train / batch)
+    classes = _floats(columns["num_classes"])
+    models = columns["model"] if "model" in columns else [""] * len(batch)
+    activations = np.array([activations_per_sample(str(m or ""), *shape) for m, *shape in
+                            zip(models, h.tolist(), w.tolist(), _floats(columns["input_c"]).tolist(),
+                                classes.tolist())], dtype=float)
     total_flops = fps * train * epochs
     with np.errstate(divide="ignore", invalid="ignore"):
         lr = _floats(columns["cfg_learning_rate"])
@@ -200,6 +229,7 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "cudnn_benchmark": _floats(columns["cfg_cudnn_benchmark"]),
         "flops_per_sample": fps,
         "params": _floats(columns["params"]),
+        "activations_per_sample": activations,
         "total_flops": total_flops,
         "steps_per_epoch": steps,
         "total_steps": steps * epochs,
@@ -209,7 +239,7 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "input_w": w,
         "input_c": _floats(columns["input_c"]),
         "pixels": h * w,
-        "num_classes": _floats(columns["num_classes"]),
+        "num_classes": classes,
         "landmark": landmarks(columns),
         "hw_gflops": gflops,
         "cores_granted": _floats(columns["cores_granted"]),
@@ -222,6 +252,7 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "log10_lr_per_sample": effective - np.log10(batch),
         "samples_seen": train * epochs,
         BASELINE_FEATURE: np.full(len(batch), np.nan),
+        MEMORY_BASELINE_FEATURE: np.full(len(batch), np.nan),
     }
 
 

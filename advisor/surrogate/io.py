@@ -26,7 +26,8 @@ from advisor import __version__
 from advisor.errors import SurrogateError
 from advisor.surrogate._compat import import_lightgbm
 from advisor.surrogate.features import FEATURES, FeatureSchema
-from advisor.surrogate.model import ACCURACY_COMPANION, OBJECTIVES, QUANTILES, TIME_BASIS, Surrogate
+from advisor.surrogate.model import (ACCURACY_COMPANION, MEMORY_BASIS, MEMORY_TARGET, OBJECTIVES, QUANTILES,
+                                     TIME_BASIS, TIME_TARGET, Surrogate)
 
 __all__ = [
     "META_NAME",
@@ -141,20 +142,34 @@ def _check_schema(meta: dict[str, Any], path: Path) -> FeatureSchema:
     return schema
 
 
-def _check_time_baseline(meta: dict[str, Any], path: Path) -> None:
-    """The time model's baseline coefficients: ``{framework: [4 finite numbers >= 0]}``."""
-    files = meta.get("files")
-    if not isinstance(files, dict) or "train_time_s" not in files:
-        return
-    baseline = meta.get("time_baseline")
-    coefficients = baseline.get("coefficients") if isinstance(baseline, dict) else None
-    ok = isinstance(coefficients, dict) and all(
-        isinstance(k, str) and isinstance(v, list) and len(v) == len(TIME_BASIS)
+def _coefficients_ok(coefficients: Any, width: int) -> bool:
+    return isinstance(coefficients, dict) and bool(coefficients) and all(
+        isinstance(k, str) and isinstance(v, list) and len(v) == width
         and all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0 for c in v)
         for k, v in coefficients.items())
-    if not ok:
-        raise SurrogateError(f"Surrogate meta {path} is corrupt: 'time_baseline' must hold, per framework, "
-                             f"{len(TIME_BASIS)} non-negative coefficients; refit it with `advisor surrogate fit`.")
+
+
+def _check_baselines(meta: dict[str, Any], path: Path) -> None:
+    """The time and memory models' targets and baselines: ``{framework: [finite numbers >= 0, one
+    per basis term]}`` (at least one framework; the boosters predict relative to it)."""
+    files = meta.get("files")
+    for objective, key, target, basis in (("train_time_s", "time", TIME_TARGET, TIME_BASIS),
+                                          ("peak_memory_mb", "memory", MEMORY_TARGET, MEMORY_BASIS)):
+        if not isinstance(files, dict) or objective not in files:
+            continue
+        if meta.get(f"{key}_target") != target:
+            raise SurrogateError(f"Surrogate meta {path} models {key} as {meta.get(f'{key}_target')!r}, not as "
+                                 f"this advisor's {target!r}; refit it with `advisor surrogate fit`.")
+        baseline = meta.get(f"{key}_baseline")
+        ok = isinstance(baseline, dict) and _coefficients_ok(baseline.get("coefficients"), len(basis))
+        reference = baseline.get("reference_gflops") if isinstance(baseline, dict) else None
+        ok = ok and (reference is None or (isinstance(reference, (int, float)) and not isinstance(reference, bool)
+                                           and math.isfinite(reference) and reference > 0))
+        if not ok:
+            extra = " (and a positive 'reference_gflops' or none)" if key == "time" else ""
+            raise SurrogateError(f"Surrogate meta {path} is corrupt: '{key}_baseline' must hold, per framework, "
+                                 f"{len(basis)} non-negative coefficients{extra}; refit it with "
+                                 "`advisor surrogate fit`.")
 
 
 def _check_accuracy_target(meta: dict[str, Any], path: Path) -> None:
@@ -208,7 +223,7 @@ def load(directory: str | Path) -> Surrogate:
     except (OSError, ValueError) as exc:
         raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: {exc}.") from None
     schema = _check_schema(meta, meta_path)
-    _check_time_baseline(meta, meta_path)
+    _check_baselines(meta, meta_path)
     _check_accuracy_target(meta, meta_path)
     lgb = import_lightgbm(lean=True)
     boosters: dict[str, dict[float, Any]] = {}
