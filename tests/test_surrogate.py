@@ -326,6 +326,27 @@ def test_fit_calibrates_the_bands_and_predict_applies_the_offsets(fitted: sg.Sur
     assert uncalibrated.meta["band_offsets"] == {}
 
 
+def test_a_workload_the_model_never_saw_gets_the_wider_new_workload_band(fitted: sg.Surrogate,
+                                                                         table_path: Path) -> None:
+    from advisor.surrogate.model import seen_workloads
+
+    seen_q, new_q = fitted.meta["band_offsets"], fitted.meta["band_offsets_new_workload"]
+    assert set(new_q) == set(seen_q) and all(new_q[k] >= seen_q[k] for k in seen_q)
+    assert any(new_q[k] > seen_q[k] for k in seen_q)  # held-out workloads are harder than held-out rows
+    cols = kb.read(table_path).columns
+    assert seen_workloads(F.encode(cols, fitted.schema), fitted.meta["workloads"]).all()
+    other_size = {**cols, "train_samples": [v + 1 for v in cols["train_samples"]]}
+    assert not seen_workloads(F.encode(other_size, fitted.schema), fitted.meta["workloads"]).any()
+    # the same rows, with no workload known to the model: same medians, each band moved by the other offset
+    known = fitted.predict(cols)
+    unknown = sg.Surrogate(fitted.schema, fitted.boosters, {**fitted.meta, "workloads": []}).predict(cols)
+    for obj in sg.OBJECTIVES:
+        np.testing.assert_allclose(unknown[obj].mid, known[obj].mid)
+        assert np.all(unknown[obj].lo <= known[obj].lo) and np.all(unknown[obj].hi >= known[obj].hi), obj
+        if new_q[obj] > seen_q[obj]:
+            assert np.any(unknown[obj].hi > known[obj].hi), obj
+
+
 def test_predictions_are_monotone_bands_in_range(fitted: sg.Surrogate, table_path: Path) -> None:
     table = kb.read(table_path)
     pred = fitted.predict(table.columns)
@@ -402,6 +423,8 @@ _CORRUPT_META = [("time_baseline", bad) for bad in (
     {"coefficients": {"torch": [1.0, 0.0, 0.0, 0.0, 0.0]}, "reference_gflops": 0.0})] + [
     ("memory_baseline", bad) for bad in (None, {"coefficients": {}}, {"coefficients": {"torch": [1.0, 2.0]}},
                                          {"coefficients": {"torch": [300.0, -1.0, 1.0]}})] + [
+    ("band_offsets_new_workload", bad) for bad in ("x", {"train_time_s": "wide"}, {"train_time_s": float("inf")})] + [
+    ("workloads", bad) for bad in ("x", [[1.0, 2.0]], [["a"] * 6])] + [
     ("accuracy_target", bad) for bad in (
         "x", {"landmark_fallback": 2.0}, {"landmark_fallback": None}, {})]
 

@@ -276,7 +276,8 @@ def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
         return {}
     if not isinstance(meta, dict) or meta.get("table_sha256") != table_sha256:
         return {}
-    return {"band_offsets": dict(meta.get("band_offsets") or {})}
+    return {"band_offsets": dict(meta.get("band_offsets") or {}),
+            "band_offsets_new_workload": dict(meta.get("band_offsets_new_workload") or {})}
 
 
 def _shown(table: str) -> str:
@@ -294,15 +295,19 @@ def _shown(table: str) -> str:
 def _calibration_line(meta: Mapping[str, Any]) -> str:
     folds = (meta.get("band_calibration") or {}).get("folds", 0)
     offsets = meta.get("band_offsets") or {}
+    offsets_new = meta.get("band_offsets_new_workload") or {}
     if folds < 2:
         return "The bands are the raw 10% and 90% quantile models (not calibrated)."
-    shown = (" The shipped model's offsets: " + ", ".join(f"{k} {v:+.3g}" for k, v in offsets.items()) + "."
+    show = lambda o: ", ".join(f"{k} {v:+.3g}" for k, v in o.items())  # noqa: E731
+    shown = (f" The shipped model's offsets: {show(offsets)}; for a new workload: {show(offsets_new)}."
              if offsets else "")
-    return ("The bands are calibrated by conformalized quantile regression: out-of-fold predictions over "
-            f"{folds} random folds of the training rows set how far each band's edges move (in the model's "
-            f"space, log for time and memory).{shown} On rows like the training rows the band then covers "
-            "about 80%; a new dataset or device is not like them (see the coverage below). Every fold of "
-            "the evaluation below calibrates on its own training rows only.")
+    return ("The bands are calibrated by conformalized quantile regression, twice: out-of-fold predictions "
+            f"over {folds} random folds of the training rows set how far each band's edges move (in the model's "
+            f"space, log for time and memory) for a workload the model was trained on, and {folds} folds that "
+            "each hold out whole workloads (a dataset at one training size) set the offset for a workload it "
+            f"was not trained on (never less than the first).{shown} On rows like the training rows the band "
+            "then covers about 80%; a new dataset or device is not like them (see the coverage below). Every "
+            "fold of the evaluation below calibrates on its own training rows only.")
 
 
 def _recorded_landmarks() -> str:

@@ -172,6 +172,24 @@ def _check_baselines(meta: dict[str, Any], path: Path) -> None:
                                  "`advisor surrogate fit`.")
 
 
+def _check_calibration(meta: dict[str, Any], path: Path) -> None:
+    """Band offsets: objective -> finite number; the seen workloads: lists of numbers of one width."""
+    from advisor.surrogate.model import WORKLOAD_FEATURES
+
+    for key in ("band_offsets", "band_offsets_new_workload"):
+        offsets = meta.get(key) or {}
+        if not isinstance(offsets, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in offsets.values()):
+            raise SurrogateError(f"Surrogate meta {path} is corrupt: '{key}' must map objectives to finite numbers; "
+                                 "refit it with `advisor surrogate fit`.")
+    workloads = meta.get("workloads")
+    if workloads is not None and not (isinstance(workloads, list) and all(
+            isinstance(w, list) and len(w) == len(WORKLOAD_FEATURES)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in w) for w in workloads)):
+        raise SurrogateError(f"Surrogate meta {path} is corrupt: 'workloads' must be a list of "
+                             f"{len(WORKLOAD_FEATURES)}-number lists; refit it with `advisor surrogate fit`.")
+
+
 def _check_accuracy_target(meta: dict[str, Any], path: Path) -> None:
     """``accuracy_target``: absent or null (accuracy as is), or a landmark fallback in [0, 1]."""
     target = meta.get("accuracy_target")
@@ -225,6 +243,7 @@ def load(directory: str | Path) -> Surrogate:
     schema = _check_schema(meta, meta_path)
     _check_baselines(meta, meta_path)
     _check_accuracy_target(meta, meta_path)
+    _check_calibration(meta, meta_path)
     lgb = import_lightgbm(lean=True)
     boosters: dict[str, dict[float, Any]] = {}
     files = meta.get("files") or {}

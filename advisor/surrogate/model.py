@@ -87,6 +87,9 @@ __all__ = [
     "LOG_OBJECTIVES",
     "MIN_ROWS",
     "CALIBRATION_FOLDS",
+    "WORKLOAD_FEATURES",
+    "workload_keys",
+    "seen_workloads",
     "TIME_BASIS",
     "TIME_TARGET",
     "POOLED",
@@ -318,16 +321,9 @@ def to_model_space(objective: str, values: np.ndarray, x: np.ndarray, *,
                    landmark_fallback: float | None = None) -> np.ndarray:
     """Measured values -> the booster's target (NaN where it cannot be formed).
 
-    Memory is modelled the same way, relative to a per-framework baseline of
-:data:`MEMORY_BASIS` (a constant for the framework and runtime, the dataset held as float32, and
-one batch's layer outputs as float32): the target is ``log(peak_memory_mb / baseline)``
-(:data:`MEMORY_TARGET`) and the boosters see ``log(baseline)`` as
-:data:`~advisor.surrogate.features.MEMORY_BASELINE_FEATURE`. Held-out memory MAPE on the shipped
-table (same three schemes): 22.1 / 8.1 / 2.4% modelled as ``log(peak_memory_mb)``, 17.6 / 4.5 /
-1.8% relative to the baseline. (A parameter term made the baseline worse on a held-out dataset:
-24% against 14% for the baseline alone, measured while choosing.)
-
-Accuracy is modelled relative to the dataset's landmark when ``landmark_fallback`` is given
+    Time and memory are the log of the value over their baseline, so ``x`` must have
+    :data:`BASELINE_FEATURE` or :data:`MEMORY_BASELINE_FEATURE` filled in.
+    Accuracy is modelled relative to the dataset's landmark when ``landmark_fallback`` is given
     (rows without a landmark use it); with ``None`` it is modelled as is.
     """
     if objective == "test_accuracy":
@@ -412,6 +408,9 @@ class Surrogate:
         """Predict every objective for a feature matrix: one ``predict`` call per booster."""
         out: dict[str, Band] = {}
         offsets = self.meta.get("band_offsets") or {}
+        offsets_new = self.meta.get("band_offsets_new_workload") or {}
+        known = self.meta.get("workloads")
+        seen = seen_workloads(x, known) if offsets_new and known is not None else None
         baseline = (self.meta.get("time_baseline") or {}).get("coefficients")
         reference = (self.meta.get("time_baseline") or {}).get("reference_gflops")
         memory = (self.meta.get("memory_baseline") or {}).get("coefficients")
@@ -434,7 +433,10 @@ class Surrogate:
                     plain = np.stack([companion[a].predict(x, num_threads=num_threads) for a in QUANTILES], axis=1)
                     plain.sort(axis=1)
                     raw = np.minimum(raw, plain)
-            q = float(offsets.get(objective, 0.0))  # conformal calibration; never moves an edge past the median
+            # conformal calibration, wider for a workload the model never saw; never moves an edge past the median
+            q = np.full(len(x), float(offsets.get(objective, 0.0)))
+            if objective in offsets_new and seen is not None:
+                q[~seen] = float(offsets_new[objective])
             raw[:, 0] = np.minimum(raw[:, 0] - q, raw[:, 1])
             raw[:, 2] = np.maximum(raw[:, 2] + q, raw[:, 1])
             raw = from_model_space(objective, raw, xo)
@@ -444,6 +446,23 @@ class Surrogate:
     def predict(self, columns: Mapping[str, Sequence[Any]], *, num_threads: int = 1) -> dict[str, Band]:
         """Predict every objective for rows given as knowledge-base columns."""
         return self.predict_matrix(encode(columns, self.schema), num_threads=num_threads)
+
+
+#: The features that identify a workload without its name: input shape, classes, landmark and
+#: training size (a row's dataset and how much of it trains).
+WORKLOAD_FEATURES = ("input_h", "input_w", "input_c", "num_classes", "landmark", "train_samples")
+
+
+def workload_keys(x: np.ndarray) -> np.ndarray:
+    """Each row's workload as a float vector (:data:`WORKLOAD_FEATURES`, rounded; NaN as -1)."""
+    cols = x[:, [_INDEX[name] for name in WORKLOAD_FEATURES]]
+    return np.round(np.nan_to_num(cols, nan=-1.0), 4)
+
+
+def seen_workloads(x: np.ndarray, known: Sequence[Sequence[float]]) -> np.ndarray:
+    """Whether each row's workload is among ``known`` (the fitted model's ``meta["workloads"]``)."""
+    table = {tuple(float(v) for v in k) for k in known}
+    return np.array([tuple(k) in table for k in workload_keys(x).tolist()], dtype=bool)
 
 
 def _uncross(raw: np.ndarray) -> None:
@@ -478,8 +497,12 @@ def _train_one(lgb: Any, x: np.ndarray, y: np.ndarray, schema: FeatureSchema, *,
 
 
 def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.ndarray]], y: np.ndarray,
-               schema: FeatureSchema, *, folds: int, seed: int, num_threads: int, num_boost_round: int) -> float | None:
+               schema: FeatureSchema, *, folds: int, seed: int, num_threads: int, num_boost_round: int,
+               groups: np.ndarray | None = None) -> float | None:
     """The conformal offset of the 10-90% band from ``folds`` random out-of-fold fits; None if too few rows.
+
+    With ``groups`` (one key per row), each fold holds out whole groups, so the offset is the one
+    a row of an unseen group needs; None when there are fewer than two groups.
 
     Each member is ``(target, shift)``: boosters fitted on ``target`` whose predictions plus ``shift``
     are in the units of ``y``; with several members the band is their elementwise minimum, as
@@ -487,8 +510,17 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
     """
     if folds < 2 or len(y) < folds * MIN_ROWS:
         return None
-    fold = np.arange(len(y)) % folds
-    np.random.default_rng(seed + 7919).shuffle(fold)
+    rng = np.random.default_rng(seed + 7919)
+    if groups is None:
+        fold = np.arange(len(y)) % folds
+        rng.shuffle(fold)
+    else:  # whole groups to a fold: round-robin over the groups in a random order
+        _, codes = np.unique(groups, return_inverse=True)
+        order = rng.permutation(codes.max() + 1)
+        if len(order) < 2:
+            return None
+        fold = (np.argsort(order)[codes] % min(folds, len(order))).astype(int)
+        folds = min(folds, len(order))
     lo, hi = np.full(len(y), np.inf), np.full(len(y), np.inf)
     for k in range(folds):
         train, test = fold != k, fold == k
@@ -541,6 +573,8 @@ def fit(
     baseline: dict[str, list[float]] = {}
     reference: float | None = None
     memory: dict[str, list[float]] = {}
+    offsets_new: dict[str, float] = {}
+    workloads: set[tuple[float, ...]] = set()
     landmark_fallback: float | None = None
     for objective in objectives:
         picked, values = training_columns(columns, objective)
@@ -583,6 +617,13 @@ def fit(
                             num_threads=num_threads, num_boost_round=num_boost_round)
         if offset is not None:
             offsets[objective] = offset
+        keys = workload_keys(x)
+        workloads.update(map(tuple, keys.tolist()))
+        offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
+                            num_threads=num_threads, num_boost_round=num_boost_round,
+                            groups=np.unique(keys, axis=0, return_inverse=True)[1].ravel())
+        if offset is not None and objective in offsets:
+            offsets_new[objective] = max(offset, offsets[objective])  # never narrower than a seen workload's
     baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "reference_gflops": reference,
                      "fit": "per framework, non-negative least squares of the relative error"} \
         if "train_time_s" in boosters else None
@@ -595,6 +636,7 @@ def fit(
     meta = {"time_baseline": baseline_meta, "memory_baseline": memory_meta, "accuracy_target": accuracy_meta, "row_counts": counts, "seed": seed,
             "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": TIME_TARGET, "memory_target": MEMORY_TARGET,
-            "band_offsets": offsets, "band_calibration": {"method": "conformalized quantile regression",
+            "band_offsets": offsets, "band_offsets_new_workload": offsets_new,
+            "workloads": sorted(list(k) for k in workloads), "band_calibration": {"method": "conformalized quantile regression",
                                                           "folds": calibration_folds, "coverage": BAND_COVERAGE}}
     return Surrogate(schema, boosters, meta)
