@@ -381,6 +381,18 @@ def test_too_few_rows_is_a_surrogate_error() -> None:
 # ---------------------------------------------------------------------------------- save/load
 
 
+def test_a_model_names_the_shipped_table_by_its_repository_path_not_this_machines(
+        fitted: sg.Surrogate, table_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import advisor.surrogate.io as sio
+
+    meta = json.loads(sg.save(fitted, tmp_path / "a", table_path=table_path).read_text())
+    assert meta["table"] == str(table_path)  # any other table keeps its path
+    monkeypatch.setattr(sio, "shipped_table", lambda: table_path)
+    meta = json.loads(sg.save(fitted, tmp_path / "b", table_path=table_path).read_text())
+    assert meta["table"] == sio.SHIPPED_TABLE_LABEL == "surrogate/knowledge.csv.gz"
+    assert meta["table_sha256"] == sg.file_sha256(table_path)
+
+
 def test_save_load_round_trip_gives_identical_predictions(fitted: sg.Surrogate, table_path: Path,
                                                            tmp_path: Path) -> None:
     meta_path = sg.save(fitted, tmp_path / "model", table_path=table_path)

@@ -282,10 +282,10 @@ def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
 
 def _shown(table: str) -> str:
     """A table path as the card shows it: the shipped table by its repository path, others as given."""
-    from advisor.surrogate.io import shipped_table
+    from advisor.surrogate.io import SHIPPED_TABLE_LABEL, shipped_table
 
     try:
-        if table and Path(table).resolve() == shipped_table().resolve():
+        if table == SHIPPED_TABLE_LABEL or (table and Path(table).resolve() == shipped_table().resolve()):
             return "surrogate/knowledge.csv.gz (the shipped table)"
     except OSError:
         pass

@@ -61,6 +61,19 @@ def shipped_table() -> Path:
     return shipped_dir() / "knowledge.csv.gz"
 
 
+#: How a model's meta names the shipped table (a machine's absolute path would not travel with it).
+SHIPPED_TABLE_LABEL = "surrogate/knowledge.csv.gz"
+
+
+def _table_label(table_path: str | Path) -> str:
+    try:
+        if Path(table_path).resolve() == shipped_table().resolve():
+            return SHIPPED_TABLE_LABEL
+    except OSError:
+        pass
+    return str(table_path)
+
+
 def shipped_model_dir() -> Path:
     return shipped_dir() / "model"
 
@@ -117,7 +130,7 @@ def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path 
         **{k: v for k, v in surrogate.meta.items() if k not in ("table", "table_sha256")},
         "feature_schema": surrogate.schema.to_dict(),
         "files": files,
-        "table": str(table_path) if table_path is not None else surrogate.meta.get("table"),
+        "table": _table_label(table_path) if table_path is not None else surrogate.meta.get("table"),
         "table_sha256": file_sha256(table_path) if table_path is not None else surrogate.meta.get("table_sha256"),
     }
     path = directory / META_NAME
@@ -314,7 +327,7 @@ def fit_file(table_path: str | Path, *, seed: int = 0, num_threads: int = 1, num
         on_progress(f"Fitting the surrogate on {table_path} ({len(table)} trials)")
     surrogate = fit(table.columns, seed=seed, num_threads=num_threads,
                     num_boost_round=num_boost_round or DEFAULT_ROUNDS, source=f"knowledge base {table_path}")
-    surrogate.meta["table"] = str(table_path)
+    surrogate.meta["table"] = _table_label(table_path)
     surrogate.meta["table_sha256"] = file_sha256(table_path)
     surrogate.meta["table_rows"] = len(table)
     return surrogate
