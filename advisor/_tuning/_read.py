@@ -16,6 +16,17 @@ RESULT_ATTR = "advisor.result"
 STATUS_ATTR = "advisor.status"
 ERROR_ATTR = "advisor.error"
 PRUNE_ATTR = "advisor.pruned_because"
+#: The process that runs a trial, ``host:pid`` (:func:`process_identity`): a worker's parent can
+#: find the trials of a worker it had to kill.
+PROCESS_ATTR = "advisor.process"
+
+
+def process_identity(pid: int | None = None) -> str:
+    """``host:pid`` of this process (or of ``pid`` on this host)."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid() if pid is None else pid}"
 
 
 def json_safe(obj: Any) -> Any:

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from advisor import __version__
 from advisor._tuning._early_stopping import EarlyStopping, optimistic_point, prune_decision
 from advisor._tuning._read import (
-    ERROR_ATTR, PRUNE_ATTR, RESULT_ATTR, SPEC_ATTR, STATUS_ATTR, TrialCounts, count_trials, front_of,
-    json_safe,
+    ERROR_ATTR, PROCESS_ATTR, PRUNE_ATTR, RESULT_ATTR, SPEC_ATTR, STATUS_ATTR, TrialCounts, count_trials, front_of,
+    json_safe, process_identity,
 )
 from advisor._tuning._samplers import make_sampler
 from advisor.errors import InvalidParameterError, StorageError
@@ -206,9 +206,11 @@ def _deferred_interrupts() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
+        # pending even when raised: if anything inside the trial's run swallowed the exception,
+        # the loop still stops at its next safe point instead of running on until it is killed
+        _INTERRUPTS.pending = True
         if _INTERRUPTS.interruptible:
             raise KeyboardInterrupt(f"signal {signum}")
-        _INTERRUPTS.pending = True
 
     _INTERRUPTS.pending = False
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -318,6 +320,7 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
 
     def objective(trial: Any) -> list[float]:
         trial.set_user_attr("advisor.worker", worker)
+        trial.set_user_attr(PROCESS_ATTR, process_identity())
         params = suggest(trial, space)
         try:
             config = space.to_config(params, seed=spec.seed)

@@ -21,9 +21,12 @@ from typing import Callable, Sequence
 
 from advisor.errors import InvalidParameterError
 
-__all__ = ["split_cores", "run_local_workers"]
+__all__ = ["split_cores", "run_local_workers", "fail_trials_of_killed_workers"]
 
 logger = logging.getLogger("advisor.tuning")
+
+#: Seconds a stopped worker gets to record its running trial as interrupted before it is killed.
+STOP_GRACE_S = 30
 
 
 def split_cores(affinity: Sequence[int], n: int) -> list[list[int]]:
@@ -87,13 +90,17 @@ def run_local_workers(
         for p, _ in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STOP_GRACE_S
+        killed = []
         for p, _ in procs:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+                killed.append(p.pid)
+        if killed:
+            fail_trials_of_killed_workers(study_name, storage, killed)
     notes = []
     for i, (p, log) in enumerate(procs):
         if p.returncode not in (0, 130) and not interrupted:
@@ -103,6 +110,41 @@ def run_local_workers(
     if not notes:
         shutil.rmtree(log_dir, ignore_errors=True)
     return interrupted, notes
+
+
+def fail_trials_of_killed_workers(study_name: str, storage: str, pids: Sequence[int]) -> list[int]:
+    """Record as failed (interrupted) the RUNNING trials of worker processes on this host that had to
+    be killed, so a stop leaves no trial RUNNING; returns their numbers.
+
+    A killed worker sends no more heartbeats, so its trial would otherwise stay RUNNING until the
+    next worker's stale-trial check, one grace period later.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    from advisor._tuning._read import ERROR_ATTR, PROCESS_ATTR, STATUS_ATTR, process_identity
+    from advisor._tuning._storage import open_storage
+
+    owners = {process_identity(pid) for pid in pids}
+    try:
+        rdb = open_storage(storage)
+        study = optuna.load_study(study_name=study_name, storage=rdb)
+        failed = []
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get(PROCESS_ATTR) not in owners:
+                continue
+            try:
+                rdb.set_trial_user_attr(t._trial_id, STATUS_ATTR, "failed")
+                rdb.set_trial_user_attr(t._trial_id, ERROR_ATTR, "interrupted: the study was stopped during this "
+                                        f"trial, and its worker did not stop within {STOP_GRACE_S} s and was killed")
+                if rdb.set_trial_state_values(t._trial_id, TrialState.FAIL):
+                    failed.append(t.number)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue  # finished after all
+        return failed
+    except Exception as exc:  # noqa: BLE001 - the stop goes on; a later stale-trial check fails them
+        logger.warning("could not record the killed workers' trials as failed: %s", exc)
+        return []
 
 
 def _main(argv: list[str]) -> int:
