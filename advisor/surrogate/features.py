@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "MEMORY_BASELINE_FEATURE", "activations_per_sample", "landmarks", "registry_landmark", "FeatureSchema",
-           "schema_from_columns", "encode", "feature_values"]
+__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "MEMORY_BASELINE_FEATURE", "activations_per_sample", "landmarks",
+           "registry_landmark", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
 
 
 @dataclass(frozen=True)

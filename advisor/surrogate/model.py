@@ -633,10 +633,11 @@ def fit(
     accuracy_meta = {"relative_to": "landmark", "landmark_fallback": landmark_fallback,
                      "combined_with": f"{ACCURACY_COMPANION} (plain accuracy), elementwise minimum"} \
         if landmark_fallback is not None else None
-    meta = {"time_baseline": baseline_meta, "memory_baseline": memory_meta, "accuracy_target": accuracy_meta, "row_counts": counts, "seed": seed,
-            "num_boost_round": num_boost_round,
+    meta = {"time_baseline": baseline_meta, "memory_baseline": memory_meta, "accuracy_target": accuracy_meta,
+            "row_counts": counts, "seed": seed, "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": TIME_TARGET, "memory_target": MEMORY_TARGET,
             "band_offsets": offsets, "band_offsets_new_workload": offsets_new,
-            "workloads": sorted(list(k) for k in workloads), "band_calibration": {"method": "conformalized quantile regression",
-                                                          "folds": calibration_folds, "coverage": BAND_COVERAGE}}
+            "workloads": sorted(list(k) for k in workloads),
+            "band_calibration": {"method": "conformalized quantile regression", "folds": calibration_folds,
+                                 "coverage": BAND_COVERAGE}}
     return Surrogate(schema, boosters, meta)
