@@ -166,6 +166,9 @@ class Recommendation:
     table: str
     model_dir: str
     table_mismatch: bool = False
+    #: No trial the surrogate was fitted on has this workload (dataset and training size): its bands
+    #: use the offset calibrated on held-out workloads. ``None`` when the model does not record them.
+    new_workload: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -623,6 +626,12 @@ def recommend(
     feasible = _check_constraints(constraints, t_band.mid, a_band.mid, m_band.mid)
 
     reasons = _extrapolation(kb, workload, target)
+    known = surrogate.meta.get("workloads")
+    new_workload = None
+    if known is not None and len(x):
+        from advisor.surrogate.model import seen_workloads
+
+        new_workload = not bool(seen_workloads(x[:1], known)[0])  # every candidate shares the workload
     t_lo, t_hi, a_lo, a_hi, m_lo, m_hi = t_band.lo, t_band.hi, a_band.lo, a_band.hi, m_band.lo, m_band.hi
     if reasons:
         (t_lo, t_hi), (a_lo, a_hi), (m_lo, m_hi) = _widen(t_band, True), _widen(a_band, False), _widen(m_band, True)
@@ -658,7 +667,7 @@ def recommend(
         workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),
         n_candidates=len(cands), n_feasible=int(feasible.sum()), n_front=n_front,
         extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
-        table=str(kb.path), model_dir=model_where, table_mismatch=bool(notes),
+        table=str(kb.path), model_dir=model_where, table_mismatch=bool(notes), new_workload=new_workload,
     )
 
 

@@ -62,6 +62,15 @@ def test_recommend_text_says_predicted_and_extrapolation(shipped: tuple[Path, Pa
     assert "measured nearby: trial " in result.stdout
 
 
+def test_recommend_text_says_when_the_workload_is_new(shipped: tuple[Path, Path]) -> None:
+    seen = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--cpu"))
+    assert seen.exit_code == 0, seen.output
+    assert "New workload" not in seen.stdout
+    new = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--cpu", "--train-samples", "7000"))
+    assert new.exit_code == 0, new.output
+    assert "New workload: the surrogate was fitted on no trial of mnist at 7,000 training samples" in new.stdout
+
+
 def test_recommend_constraints_from_the_command_line(shipped: tuple[Path, Path]) -> None:
     result = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--max-memory", "0.5GB", "--json"))
     assert result.exit_code == 0, result.output

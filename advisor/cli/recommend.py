@@ -99,6 +99,9 @@ def _print(rec: Any) -> None:
     if rec.extrapolation:
         out.print("[bold yellow]EXTRAPOLATION:[/] " + "; ".join(rec.reasons)
                   + ". The bands are widened; treat the ranking as a hint and verify it (--verify N).")
+    if rec.new_workload:
+        out.print(f"New workload: the surrogate was fitted on no trial of {w.dataset} at {w.train_samples:,} "
+                  "training samples, so its bands use the wider offset calibrated on held-out workloads.")
     table = Table()
     for column in ("#", "framework", "time", "accuracy", "memory (MB)", "source"):
         table.add_column(column)
