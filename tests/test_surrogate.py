@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -441,38 +442,40 @@ _CORRUPT_META = [("time_baseline", bad) for bad in (
         "x", {"landmark_fallback": 2.0}, {"landmark_fallback": None}, {})]
 
 
+def _saved_with_meta(fitted: sg.Surrogate, folder: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """Save ``fitted`` to ``folder``, let ``edit`` change its meta in place, write it back."""
+    meta_path = sg.save(fitted, folder)
+    meta = json.loads(meta_path.read_text())
+    edit(meta)
+    meta_path.write_text(json.dumps(meta))
+    return folder
+
+
 @pytest.mark.parametrize(("key", "bad"), _CORRUPT_META)
 def test_corrupt_meta_entries_are_refused_in_one_line(fitted: sg.Surrogate, tmp_path: Path, key: str,
                                                       bad: object) -> None:
-    meta_path = sg.save(fitted, tmp_path / "m")
-    meta = json.loads(meta_path.read_text())
-    meta[key] = bad
-    meta_path.write_text(json.dumps(meta))
+    folder = _saved_with_meta(fitted, tmp_path / "m", lambda meta: meta.update({key: bad}))
     with pytest.raises(SurrogateError, match=rf"meta\.json is corrupt: '{key}'"):
-        sg.load(tmp_path / "m")
+        sg.load(folder)
 
 
 def test_model_with_another_time_target_is_refused(fitted: sg.Surrogate, tmp_path: Path) -> None:
-    meta_path = sg.save(fitted, tmp_path / "m")
-    meta = json.loads(meta_path.read_text())
-    meta["time_target"] = "log(train_time_s / total_flops)"  # what earlier versions fitted
-    meta_path.write_text(json.dumps(meta))
+    # what earlier versions fitted: time per FLOP, and memory as is (no memory target written)
+    folder = _saved_with_meta(fitted, tmp_path / "t", lambda meta: meta.update(
+        time_target="log(train_time_s / total_flops)"))
     with pytest.raises(SurrogateError, match=r"models time as 'log\(train_time_s / total_flops\)'.*refit"):
-        sg.load(tmp_path / "m")
-    meta["time_target"] = fitted.meta["time_target"]
-    del meta["memory_target"]  # earlier versions modelled log(peak_memory_mb) and wrote no target
-    meta_path.write_text(json.dumps(meta))
+        sg.load(folder)
+    folder = _saved_with_meta(fitted, tmp_path / "m", lambda meta: meta.pop("memory_target"))
     with pytest.raises(SurrogateError, match=r"models memory as None.*refit"):
-        sg.load(tmp_path / "m")
+        sg.load(folder)
 
 
 def test_mismatched_feature_schema_is_refused(fitted: sg.Surrogate, tmp_path: Path) -> None:
-    meta_path = sg.save(fitted, tmp_path / "m")
-    meta = json.loads(meta_path.read_text())
-    meta["feature_schema"]["features"][3][0] = "dataset_name"
-    meta_path.write_text(json.dumps(meta))
+    def rename(meta: dict[str, Any]) -> None:
+        meta["feature_schema"]["features"][3][0] = "dataset_name"
+
     with pytest.raises(SurrogateError, match="feature schema does not match.*feature 3 is 'dataset_name'"):
-        sg.load(tmp_path / "m")
+        sg.load(_saved_with_meta(fitted, tmp_path / "m", rename))
 
 
 def test_model_file_with_other_features_is_refused(fitted: sg.Surrogate, tmp_path: Path) -> None:
