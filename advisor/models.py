@@ -15,6 +15,7 @@ passes (forward, gradient with respect to activations, gradient with respect to 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -28,6 +29,7 @@ __all__ = [
     "layer_shapes",
     "param_count",
     "forward_flops",
+    "activation_count",
     "training_flops_per_sample",
     "default_model_for",
 ]
@@ -189,6 +191,12 @@ def forward_flops(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: in
         elif layer.kind == "dense":
             total += 2 * shape_in[0] * shape_out[0]
     return float(total)
+
+
+def activation_count(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> int:
+    """Output elements of every layer for one sample: what element-wise work, pooling and the
+    activation memory of training scale with (FLOPs count only the multiply-adds)."""
+    return sum(math.prod(shape_out) for _, _, shape_out in layer_shapes(spec, input_shape, num_classes))
 
 
 def training_flops_per_sample(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> float:

@@ -28,6 +28,9 @@ def test_lenet5_on_mnist_shape_by_hand() -> None:
     params += (784 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10)  # 94,200 + 10,164 + 850
     assert params == 107_786
     assert models.param_count(spec, (28, 28, 1), 10) == 107_786
+    # layer outputs: conv 28x28x6, pool 14x14x6, conv 14x14x16, pool 7x7x16, flatten 784, dense 120, 84, 10
+    outputs = 28 * 28 * 6 + 14 * 14 * 6 + 14 * 14 * 16 + 7 * 7 * 16 + 784 + 120 + 84 + 10
+    assert models.activation_count(spec, (28, 28, 1), 10) == outputs == 10_798
 
 
 def test_mlp_on_mnist_shape_by_hand() -> None:
@@ -38,6 +41,7 @@ def test_mlp_on_mnist_shape_by_hand() -> None:
     assert models.param_count(spec, (28, 28, 1), 10) == params
     # Dense-only: flops are twice the weights (biases are not multiply-adds).
     assert models.forward_flops(spec, (8, 8, 1), 10) == 2 * (64 * 256 + 256 * 128 + 128 * 10)
+    assert models.activation_count(spec, (8, 8, 1), 10) == 64 + 256 + 128 + 10  # flatten, dense layers
 
 
 def test_cifar_quick_matches_caffe_parameter_count() -> None:

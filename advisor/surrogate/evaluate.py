@@ -282,14 +282,10 @@ def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
 
 def _shown(table: str) -> str:
     """A table path as the card shows it: the shipped table by its repository path, others as given."""
-    from advisor.surrogate.io import SHIPPED_TABLE_LABEL, shipped_table
+    from advisor.surrogate.io import SHIPPED_TABLE_LABEL, table_label
 
-    try:
-        if table == SHIPPED_TABLE_LABEL or (table and Path(table).resolve() == shipped_table().resolve()):
-            return "surrogate/knowledge.csv.gz (the shipped table)"
-    except OSError:
-        pass
-    return str(table)
+    label = table_label(table) if table else ""
+    return f"{label} (the shipped table)" if label == SHIPPED_TABLE_LABEL else str(table)
 
 
 def _calibration_line(meta: Mapping[str, Any]) -> str:

@@ -169,21 +169,14 @@ def landmarks(columns: Mapping[str, Sequence[Any]]) -> np.ndarray:
 
 @functools.lru_cache(maxsize=256)
 def activations_per_sample(model: str, h: float, w: float, c: float, classes: float) -> float:
-    """Output elements of every layer of ``model`` for one sample (what its element-wise work,
-    pooling and activation memory traffic scale with); NaN for an unknown model or shape."""
-    from advisor.models import get_model, layer_shapes
+    """:func:`advisor.models.activation_count` of ``model`` on this input; NaN for an unknown model
+    or a missing or impossible shape."""
+    from advisor.models import activation_count, get_model
 
     try:
-        spec = get_model(model)
-        total = 0
-        for _, _, out in layer_shapes(spec, (int(h), int(w), int(c)), int(classes)):
-            size = 1
-            for d in out:
-                size *= d
-            total += size
+        return float(activation_count(get_model(model), (int(h), int(w), int(c)), int(classes)))
     except Exception:  # noqa: BLE001 - an unknown model, a missing or impossible shape
         return float("nan")
-    return float(total)
 
 
 def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
@@ -203,11 +196,10 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
     at_threads = _floats(columns["hw_gemm_gflops_threads"])
     gflops = np.where(np.isnan(at_threads), _floats(columns["hw_gemm_gflops_max"]), at_threads)
     steps = np.ceil(train / batch)
-    classes = _floats(columns["num_classes"])
+    channels, classes = _floats(columns["input_c"]), _floats(columns["num_classes"])
     models = columns["model"] if "model" in columns else [""] * len(batch)
     activations = np.array([activations_per_sample(str(m or ""), *shape) for m, *shape in
-                            zip(models, h.tolist(), w.tolist(), _floats(columns["input_c"]).tolist(),
-                                classes.tolist())], dtype=float)
+                            zip(models, h.tolist(), w.tolist(), channels.tolist(), classes.tolist())], dtype=float)
     total_flops = fps * train * epochs
     with np.errstate(divide="ignore", invalid="ignore"):
         lr = _floats(columns["cfg_learning_rate"])
@@ -237,7 +229,7 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "test_samples": _floats(columns["test_samples"]),
         "input_h": h,
         "input_w": w,
-        "input_c": _floats(columns["input_c"]),
+        "input_c": channels,
         "pixels": h * w,
         "num_classes": classes,
         "landmark": landmarks(columns),

@@ -20,7 +20,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeGuard
 
 from advisor import __version__
 from advisor.errors import SurrogateError
@@ -35,6 +35,8 @@ __all__ = [
     "shipped_dir",
     "shipped_table",
     "shipped_model_dir",
+    "SHIPPED_TABLE_LABEL",
+    "table_label",
     "file_sha256",
     "save",
     "load",
@@ -65,7 +67,11 @@ def shipped_table() -> Path:
 SHIPPED_TABLE_LABEL = "surrogate/knowledge.csv.gz"
 
 
-def _table_label(table_path: str | Path) -> str:
+def table_label(table_path: str | Path) -> str:
+    """How a model's meta and card name a table: :data:`SHIPPED_TABLE_LABEL` for the shipped one,
+    any other by its path as given."""
+    if str(table_path) == SHIPPED_TABLE_LABEL:
+        return SHIPPED_TABLE_LABEL
     try:
         if Path(table_path).resolve() == shipped_table().resolve():
             return SHIPPED_TABLE_LABEL
@@ -130,7 +136,7 @@ def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path 
         **{k: v for k, v in surrogate.meta.items() if k not in ("table", "table_sha256")},
         "feature_schema": surrogate.schema.to_dict(),
         "files": files,
-        "table": _table_label(table_path) if table_path is not None else surrogate.meta.get("table"),
+        "table": table_label(table_path) if table_path is not None else surrogate.meta.get("table"),
         "table_sha256": file_sha256(table_path) if table_path is not None else surrogate.meta.get("table_sha256"),
     }
     path = directory / META_NAME
@@ -155,10 +161,14 @@ def _check_schema(meta: dict[str, Any], path: Path) -> FeatureSchema:
     return schema
 
 
+def _finite(value: Any) -> TypeGuard[float]:
+    """A JSON number (not a boolean) that is finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _coefficients_ok(coefficients: Any, width: int) -> bool:
     return isinstance(coefficients, dict) and bool(coefficients) and all(
-        isinstance(k, str) and isinstance(v, list) and len(v) == width
-        and all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0 for c in v)
+        isinstance(k, str) and isinstance(v, list) and len(v) == width and all(_finite(c) and c >= 0 for c in v)
         for k, v in coefficients.items())
 
 
@@ -176,8 +186,7 @@ def _check_baselines(meta: dict[str, Any], path: Path) -> None:
         baseline = meta.get(f"{key}_baseline")
         ok = isinstance(baseline, dict) and _coefficients_ok(baseline.get("coefficients"), len(basis))
         reference = baseline.get("reference_gflops") if isinstance(baseline, dict) else None
-        ok = ok and (reference is None or (isinstance(reference, (int, float)) and not isinstance(reference, bool)
-                                           and math.isfinite(reference) and reference > 0))
+        ok = ok and (reference is None or (_finite(reference) and reference > 0))
         if not ok:
             extra = " (and a positive 'reference_gflops' or none)" if key == "time" else ""
             raise SurrogateError(f"Surrogate meta {path} is corrupt: '{key}_baseline' must hold, per framework, "
@@ -191,14 +200,12 @@ def _check_calibration(meta: dict[str, Any], path: Path) -> None:
 
     for key in ("band_offsets", "band_offsets_new_workload"):
         offsets = meta.get(key) or {}
-        if not isinstance(offsets, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in offsets.values()):
+        if not isinstance(offsets, dict) or not all(map(_finite, offsets.values())):
             raise SurrogateError(f"Surrogate meta {path} is corrupt: '{key}' must map objectives to finite numbers; "
                                  "refit it with `advisor surrogate fit`.")
     workloads = meta.get("workloads")
     if workloads is not None and not (isinstance(workloads, list) and all(
-            isinstance(w, list) and len(w) == len(WORKLOAD_FEATURES)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in w) for w in workloads)):
+            isinstance(w, list) and len(w) == len(WORKLOAD_FEATURES) and all(map(_finite, w)) for w in workloads)):
         raise SurrogateError(f"Surrogate meta {path} is corrupt: 'workloads' must be a list of "
                              f"{len(WORKLOAD_FEATURES)}-number lists; refit it with `advisor surrogate fit`.")
 
@@ -209,7 +216,7 @@ def _check_accuracy_target(meta: dict[str, Any], path: Path) -> None:
     if target is None:
         return
     value = target.get("landmark_fallback") if isinstance(target, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+    if not _finite(value) or not 0 <= value <= 1:
         raise SurrogateError(f"Surrogate meta {path} is corrupt: 'accuracy_target' must hold a "
                              f"'landmark_fallback' in [0, 1]; refit it with `advisor surrogate fit`.")
 
@@ -327,7 +334,7 @@ def fit_file(table_path: str | Path, *, seed: int = 0, num_threads: int = 1, num
         on_progress(f"Fitting the surrogate on {table_path} ({len(table)} trials)")
     surrogate = fit(table.columns, seed=seed, num_threads=num_threads,
                     num_boost_round=num_boost_round or DEFAULT_ROUNDS, source=f"knowledge base {table_path}")
-    surrogate.meta["table"] = _table_label(table_path)
+    surrogate.meta["table"] = table_label(table_path)
     surrogate.meta["table_sha256"] = file_sha256(table_path)
     surrogate.meta["table_rows"] = len(table)
     return surrogate
