@@ -449,25 +449,27 @@ def evaluate(job: Job, args: argparse.Namespace, paths: Paths, rec: dict[str, An
     defaults_ok = [(label, r) for label, _, _, r in got["default"] if outcome_point(r)]
     best_default = max(defaults_ok, key=lambda x: x[1].test_accuracy) if defaults_ok else None
     out["pick"], out["best_default"] = pick, best_default
-    if outcome_point(pick) and best_default:
+    if best_default:
         d = best_default[1]
-        out["acc_ok"] = pick.test_accuracy >= d.test_accuracy
-        out["time_ratio"] = pick.train_time_s / d.train_time_s if d.train_time_s else None
-        out["target_a"] = bool(out["acc_ok"] and out["time_ratio"] is not None and out["time_ratio"] <= TIME_TARGET)
-    elif pick is not None and best_default:
-        out["target_a"] = False  # the pick itself failed
-    if best_default and best_default[1].train_time_s:
+        if outcome_point(pick) and d.train_time_s:
+            out["time_ratio"] = pick.train_time_s / d.train_time_s
+        if pick is not None:
+            out["target_a"] = meets_a(pick, d)  # False when the pick itself failed
         # how many measured configs of the searches meet (a) at all: how hard the target is here
-        d = best_default[1]
-        meets = lambda r: bool(outcome_point(r) and r.test_accuracy >= d.test_accuracy  # noqa: E731
-                               and r.train_time_s <= d.train_time_s * TIME_TARGET)
-        out["a_feasible"] = (sum(map(meets, tuned_rs)), len(tuned_rs),
-                             sum(meets(r) for *_, r in got["random"]), len(got["random"]))
+        out["a_feasible"] = (sum(meets_a(r, d) for r in tuned_rs), len(tuned_rs),
+                             sum(meets_a(r, d) for *_, r in got["random"]), len(got["random"]))
     randoms_ok = [r for *_, r in got["random"] if outcome_point(r)]
     out["best_random"] = max(randoms_ok, key=lambda r: r.test_accuracy) if randoms_ok else None
     if out.get("hv_ratio") is not None:
         out["target_b"] = out["hv_ratio"] >= HV_TARGET
     return out
+
+
+def meets_a(r: TrialResult | None, default: TrialResult) -> bool:
+    """Target (a) for one measured config: at least the default's accuracy in at most
+    :data:`TIME_TARGET` of its train time."""
+    return bool(outcome_point(r) and default.train_time_s and r.test_accuracy >= default.test_accuracy
+                and r.train_time_s <= default.train_time_s * TIME_TARGET)
 
 
 def _trial_row(label: str, r: TrialResult | None, cfg: Config) -> tuple[Any, ...]:

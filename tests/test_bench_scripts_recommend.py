@@ -55,3 +55,19 @@ def test_plans_cap_epochs_and_map_presets_to_frameworks() -> None:
     space = rq.tuned_space(2)
     assert all(p.high == 2 for p in space.params if p.name.endswith(".epochs"))
     assert rq.paths_for(True).report != rq.RESULTS / "recommend.md"
+
+
+def test_target_a_needs_the_defaults_accuracy_in_a_third_of_its_time() -> None:
+    import dataclasses
+
+    from _knowledge_rows import make_result
+    from advisor.records import Config
+
+    base = make_result(Config(framework="torch"), "digits")
+    default = dataclasses.replace(base, test_accuracy=0.95, train_time_s=9.0)
+    run = lambda acc, s, status="ok": dataclasses.replace(base, test_accuracy=acc, train_time_s=s,  # noqa: E731
+                                                           status=status)
+    assert rq.meets_a(run(0.95, 3.0), default)  # equal accuracy, exactly a third
+    assert not rq.meets_a(run(0.96, 3.1), default)  # too slow
+    assert not rq.meets_a(run(0.949, 1.0), default)  # not accurate enough
+    assert not rq.meets_a(run(0.99, 1.0, "diverged"), default) and not rq.meets_a(None, default)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner

@@ -350,3 +350,17 @@ def test_an_interrupt_during_a_storage_write_in_a_trial_is_raised_after_the_writ
                 time.sleep(5)
                 steps.append("not reached")
     assert steps == ["write finished"]
+
+
+def test_an_interrupt_swallowed_inside_a_trial_still_stops_the_worker_loop() -> None:
+    from advisor._tuning._study import _INTERRUPTS, _deferred_interrupts, _interruptible
+
+    with _deferred_interrupts():
+        with _interruptible():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises here
+                raise AssertionError("the signal did not interrupt the trial")
+            except KeyboardInterrupt:
+                pass  # as a trial's code that catches everything would
+        assert _INTERRUPTS.pending  # so the loop returns at its next safe point
