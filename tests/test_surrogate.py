@@ -189,13 +189,18 @@ def test_conformal_offset_widens_a_narrow_band_to_the_coverage() -> None:
     assert conformal_offset(np.array([]), np.array([]), np.array([])) == 0.0
 
 
+def _encoded_rows(n: int, *, seed: int) -> tuple[dict[str, list[Any]], F.FeatureSchema, np.ndarray]:
+    """TEST DATA: ``n`` constructed rows as columns, their schema and their feature matrix."""
+    data = rows(n, seed=seed)
+    cols = {k: [r[k] for r in data] for k in data[0]}
+    schema = F.schema_from_columns(cols)
+    return cols, schema, F.encode(cols, schema)
+
+
 def test_time_baseline_recovers_per_framework_costs_and_falls_back_to_the_pooled_fit() -> None:
     from advisor.surrogate.model import POOLED, TIME_BASIS, fit_time_baseline, time_baseline, with_time_baseline
 
-    data = rows(240, seed=5)
-    cols = {k: [r[k] for r in data] for k in data[0]}
-    schema = F.schema_from_columns(cols)
-    x = F.encode(cols, schema)
+    cols, schema, x = _encoded_rows(240, seed=5)
     assert np.isnan(x[:, schema.names.index(F.BASELINE_FEATURE)]).all()  # encode leaves it to the model
     fw = [str(v) for v in cols["framework"]]
     # times that follow the basis exactly, with other costs per framework
@@ -227,10 +232,7 @@ def test_time_baseline_recovers_per_framework_costs_and_falls_back_to_the_pooled
 def test_time_baseline_scales_compute_by_calibrated_speed_only_when_the_fit_had_a_reference() -> None:
     from advisor.surrogate.model import reference_gflops, time_baseline
 
-    data = rows(40, seed=3)
-    cols = {k: [r[k] for r in data] for k in data[0]}
-    schema = F.schema_from_columns(cols)
-    x = F.encode(cols, schema)
+    cols, schema, x = _encoded_rows(40, seed=3)
     speed = x[:, schema.names.index("hw_gflops")]
     assert set(np.unique(speed)) == {40.0, 76.0}  # the test profile's 1- and 2-thread GEMM speeds
     assert reference_gflops(x) == float(np.median(speed))
@@ -247,10 +249,7 @@ def test_time_baseline_scales_compute_by_calibrated_speed_only_when_the_fit_had_
 def test_memory_baseline_recovers_per_framework_costs() -> None:
     from advisor.surrogate.model import MEMORY_BASIS, POOLED, fit_memory_baseline, memory_baseline, with_memory_baseline
 
-    data = rows(240, seed=6)
-    cols = {k: [r[k] for r in data] for k in data[0]}
-    schema = F.schema_from_columns(cols)
-    x = F.encode(cols, schema)
+    cols, schema, x = _encoded_rows(240, seed=6)
     col = lambda name: x[:, schema.names.index(name)]  # noqa: E731
     mib = 4 / 2**20
     data_mib = (col("train_samples") + col("test_samples")) * col("pixels") * col("input_c") * mib
