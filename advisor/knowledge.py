@@ -35,13 +35,11 @@ num_classes                    int      classes
 train_samples, test_samples    int      samples actually used
 flops_per_sample               float    training FLOPs of one sample (forward + backward)
 params                         int      trainable parameters
-cfg_<field>                    various  every :class:`~advisor.records.Config` field except
-                                        ``framework``: cfg_batch_size, cfg_learning_rate,
-                                        cfg_epochs, cfg_optimizer, cfg_momentum,
-                                        cfg_weight_decay, cfg_threads, cfg_inter_op_threads,
-                                        cfg_onednn, cfg_xla, cfg_execution_mode,
-                                        cfg_graph_optimization, cfg_device,
-                                        cfg_mixed_precision, cfg_cudnn_benchmark, cfg_seed
+cfg_<knob>                     various  one column per knob of :mod:`advisor.knobs` (every
+                                        :class:`~advisor.records.Config` field except
+                                        ``framework``), e.g. cfg_batch_size, cfg_schedule;
+                                        a file without a newer knob's column reads that
+                                        knob's default
 status                         str      ok | failed | timeout | oom | diverged | pruned
 train_time_s                   float    training time (no start-up, import, loading, eval)
 epochs_completed               int      epochs that finished
@@ -88,6 +86,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from advisor.errors import KnowledgeBaseError, StorageError
+from advisor.knobs import KNOBS
 from advisor.records import Config, HardwareProfile, TrialResult
 
 __all__ = [
@@ -112,12 +111,10 @@ __all__ = [
 SCHEMA_VERSION = 1
 RESULT_ATTR = "advisor.result"
 
-_CFG_TYPES = {
-    "batch_size": "int", "learning_rate": "float", "epochs": "int", "optimizer": "str",
-    "momentum": "float", "weight_decay": "float", "threads": "int", "inter_op_threads": "int",
-    "onednn": "bool", "xla": "bool", "execution_mode": "str", "graph_optimization": "str",
-    "device": "str", "mixed_precision": "bool", "cudnn_benchmark": "bool", "seed": "int",
-}
+#: ``cfg_<knob>`` column types, derived from the knob declarations (:mod:`advisor.knobs`).
+_CFG_TYPES = {k.name: {"choice": "str"}.get(k.type, k.type) for k in KNOBS}
+#: A table written before a knob existed reads that knob's default in its ``cfg_`` column.
+_OPTIONAL_DEFAULTS = {f"cfg_{k.name}": k.default for k in KNOBS}
 
 #: Column name -> type (``str``, ``int``, ``float``, ``bool`` or ``json``), in file order.
 COLUMNS: dict[str, str] = {
@@ -320,8 +317,9 @@ def _rounded(obj: Any) -> Any:
 def config_from_row(row: Mapping[str, Any]) -> Config:
     """Rebuild the :class:`Config` of a table row."""
     values = {name: row[f"cfg_{name}"] for name in _CFG_TYPES}
-    for name in ("execution_mode", "graph_optimization"):
-        values[name] = values[name] or None
+    for knob in KNOBS:
+        if knob.nullable and knob.type == "choice":  # a str column reads an empty cell as ""
+            values[knob.name] = values[knob.name] or None
     return Config(framework=row["framework"], **values)
 
 
@@ -465,7 +463,7 @@ def _read(path: Path) -> Table:
     if not records:
         raise KnowledgeBaseError(f"Knowledge base {path} is empty: it has no header row.")
     header, body = records[0], records[1:]
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in COLUMNS if c not in header and c not in _OPTIONAL_DEFAULTS]
     extra = [c for c in header if c not in COLUMNS]
     if missing:
         raise KnowledgeBaseError(
@@ -482,6 +480,9 @@ def _read(path: Path) -> Table:
     raw = dict(zip(header, zip(*body))) if body else {c: () for c in header}
     columns: dict[str, list[Any]] = {}
     for name, kind in COLUMNS.items():
+        if name not in raw:  # a knob newer than the file: every row has its default
+            columns[name] = [_OPTIONAL_DEFAULTS[name]] * len(body)
+            continue
         try:
             columns[name] = _parse_column(raw[name], kind)
         except (ValueError, KeyError, RecursionError):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from advisor.errors import invalid_parameter
+from advisor.knobs import FRAMEWORK_INFO, FRAMEWORKS, KNOBS, OPTIMIZERS, get_knob, knob_applies
 
 __all__ = [
     "FRAMEWORKS",
@@ -26,11 +26,9 @@ __all__ = [
     "TrialResult",
 ]
 
-FRAMEWORKS = ("torch", "tensorflow", "onnxruntime", "sklearn")
-OPTIMIZERS = ("sgd", "momentum", "adam")
 STATUSES = ("ok", "failed", "timeout", "oom", "diverged", "pruned")
-ORT_EXECUTION_MODES = ("sequential", "parallel")
-ORT_GRAPH_LEVELS = ("disable", "basic", "extended", "all")
+ORT_EXECUTION_MODES = get_knob("execution_mode").choices
+ORT_GRAPH_LEVELS = get_knob("graph_optimization").choices
 
 
 def _check_int(owner: str, name: str, value: Any, *, low: int, high: int | None = None) -> None:
@@ -38,19 +36,6 @@ def _check_int(owner: str, name: str, value: Any, *, low: int, high: int | None 
         high is not None and value > high
     ):
         bound = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise invalid_parameter(name, owner, bound, value)
-
-
-def _check_float(owner: str, name: str, value: Any, *, low: float, high: float | None = None,
-                 low_inclusive: bool = True) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = value >= low if low_inclusive else value > low
-        if ok and high is not None:
-            ok = value <= high
-    if not ok:
-        op = ">=" if low_inclusive else ">"
-        bound = f"a finite number {op} {low}" + ("" if high is None else f" and <= {high}")
         raise invalid_parameter(name, owner, bound, value)
 
 
@@ -115,10 +100,12 @@ class Workload(_JsonRecord):
 
 @dataclass(frozen=True)
 class Config(_JsonRecord):
-    """One training configuration: hyper-parameters plus thread and device settings.
+    """One training configuration: hyper-parameters, training recipe, thread and device settings.
 
-    Framework-specific knobs are ``None`` when they do not apply (``onednn`` for onnxruntime,
-    ``xla`` outside tensorflow, ...).
+    Each field is a knob of :mod:`advisor.knobs`, which holds its bounds, default and the
+    frameworks that honour it; validation is derived from those declarations. Framework-specific
+    knobs are ``None`` (or off) when they do not apply (``onednn`` for onnxruntime, ``xla``
+    outside tensorflow, ...); any other value there is refused in one line naming the framework.
     """
 
     framework: str
@@ -127,13 +114,22 @@ class Config(_JsonRecord):
     epochs: int = 1
     optimizer: str = "sgd"
     momentum: float = 0.0
+    nesterov: bool = False
     weight_decay: float = 0.0
+    schedule: str = "constant"
+    warmup_fraction: float = 0.0
+    label_smoothing: float = 0.0
+    augment_translate: int = 0
+    augment_flip: bool = False
     threads: int = 1
     inter_op_threads: int = 1
     onednn: bool | None = None
     xla: bool | None = None
     execution_mode: str | None = None
     graph_optimization: str | None = None
+    channels_last: bool = False
+    compile: bool = False
+    bfloat16: bool = False
     device: str = "cpu"
     mixed_precision: bool = False
     cudnn_benchmark: bool = False
@@ -142,41 +138,39 @@ class Config(_JsonRecord):
     def __post_init__(self) -> None:
         o = "Config"
         _check_choice(o, "framework", self.framework, FRAMEWORKS)
-        _check_int(o, "batch_size", self.batch_size, low=1, high=1_000_000)
-        _check_float(o, "learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        _check_int(o, "epochs", self.epochs, low=1, high=100_000)
-        _check_choice(o, "optimizer", self.optimizer, OPTIMIZERS)
-        _check_float(o, "momentum", self.momentum, low=0.0, high=0.999)
-        _check_float(o, "weight_decay", self.weight_decay, low=0.0, high=1.0)
-        _check_int(o, "threads", self.threads, low=1, high=4096)
-        _check_int(o, "inter_op_threads", self.inter_op_threads, low=1, high=4096)
-        for name in ("onednn", "xla"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, bool):
-                raise invalid_parameter(name, o, "true, false or null", value)
-        if self.execution_mode is not None:
-            _check_choice(o, "execution_mode", self.execution_mode, ORT_EXECUTION_MODES)
-        if self.graph_optimization is not None:
-            _check_choice(o, "graph_optimization", self.graph_optimization, ORT_GRAPH_LEVELS)
-        if not isinstance(self.device, str) or not (
-            self.device == "cpu" or self.device == "cuda"
-            or (self.device.startswith("cuda:") and self.device[5:].isdigit())
-        ):
+        fw = FRAMEWORK_INFO[self.framework]
+        owner = f"Config (framework {self.framework!r})"
+        for knob in KNOBS:
+            value = getattr(self, knob.name)
+            if not knob.is_valid(value):
+                raise invalid_parameter(knob.name, o, knob.accepted(), value)
+            if not knob.is_off(value) and not knob_applies(knob, self.framework):
+                off = "unset" if knob.off is None else repr(knob.off)
+                raise invalid_parameter(
+                    knob.name, owner, f"{off}: it applies to {', '.join(knob.frameworks or ())} only", value)
+        if not (self.device == "cpu" or self.device == "cuda"
+                or (self.device.startswith("cuda:") and self.device[5:].isdigit())):
             raise invalid_parameter("device", o, "'cpu', 'cuda' or 'cuda:<index>'", self.device)
+        for name in ("mixed_precision", "cudnn_benchmark"):
+            if getattr(self, name) and not self.is_cuda:
+                raise invalid_parameter(name, f"{o} (device {self.device!r})", "false on the CPU (CUDA only)",
+                                        True)
+        if self.bfloat16 and self.mixed_precision:
+            raise invalid_parameter("bfloat16", o, "false when mixed_precision (float16) is on", True)
+        if self.optimizer not in fw.optimizers:
+            why = " (ONNX Runtime's training SGD has no momentum)" if self.optimizer == "momentum" else ""
+            raise invalid_parameter("optimizer", owner, "one of " + ", ".join(map(repr, fw.optimizers)) + why,
+                                    self.optimizer)
         if self.optimizer == "momentum" and self.momentum == 0.0:
             raise invalid_parameter("momentum", o, "> 0 when optimizer is 'momentum'", self.momentum)
-        if self.framework == "onnxruntime" and self.optimizer == "momentum":
-            # ONNX Runtime's training API ships AdamW and plain SGD only: no momentum variant.
+        if self.nesterov and self.optimizer != "momentum":
+            raise invalid_parameter("nesterov", o, "false unless optimizer is 'momentum'", self.nesterov)
+        if self.weight_decay > 0 and self.optimizer not in fw.decay_optimizers:
             raise invalid_parameter(
-                "optimizer", "Config (framework 'onnxruntime')",
-                "'sgd' or 'adam' (ONNX Runtime's training SGD has no momentum)", self.optimizer,
+                "weight_decay", f"Config (framework {self.framework!r}, optimizer {self.optimizer!r})",
+                "0 (its runtime has no weight decay for this optimizer; use optimizer "
+                + " or ".join(map(repr, fw.decay_optimizers)) + ")", self.weight_decay,
             )
-        if self.framework == "onnxruntime" and self.optimizer == "sgd" and self.weight_decay > 0:
-            raise invalid_parameter(
-                "weight_decay", "Config (framework 'onnxruntime', optimizer 'sgd')",
-                "0 (ONNX Runtime's training SGD has no weight decay; use optimizer 'adam')", self.weight_decay,
-            )
-        _check_int(o, "seed", self.seed, low=0)
 
     @property
     def is_cuda(self) -> bool:

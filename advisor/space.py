@@ -35,13 +35,8 @@ import numpy as np
 import yaml
 
 from advisor.errors import SearchSpaceError
-from advisor.records import (
-    FRAMEWORKS,
-    OPTIMIZERS,
-    ORT_EXECUTION_MODES,
-    ORT_GRAPH_LEVELS,
-    Config,
-)
+from advisor.knobs import FRAMEWORK_INFO, FRAMEWORKS, KNOBS, TARGETS, get_knob, knob_applies
+from advisor.records import Config
 
 __all__ = [
     "Param",
@@ -55,7 +50,6 @@ __all__ = [
     "available_cores",
 ]
 
-TARGETS = ("cpu", "gpu")
 MAX_FILE_BYTES = 1_000_000
 MAX_DEPTH = 8
 MAX_PARAMS = 64
@@ -67,36 +61,16 @@ PLACEHOLDERS = ("${cores}", "${cores_half}")
 BOOL = (True, False)
 MAX_INT = 10**15  # far beyond any sane bound; keeps float() and :g formatting of file ints safe
 
-# (kind, low, high) for numeric Config fields; the bounds are the sane limits a file may use.
+# Derived from the knob declarations: numeric knobs as (kind, low, high) limits a file may use,
+# categorical-only knobs (choices and booleans) with their allowed values.
 _NUMERIC: dict[str, tuple[str, float, float]] = {
-    "batch_size": ("int", 1, 1_000_000),
-    "epochs": ("int", 1, 10_000),
-    "threads": ("int", 1, 4096),
-    "inter_op_threads": ("int", 1, 4096),
-    "learning_rate": ("float", 1e-8, 10.0),
-    "momentum": ("float", 0.0, 0.999),
-    "weight_decay": ("float", 0.0, 1.0),
+    k.name: (k.type, k.low, k.high) for k in KNOBS  # type: ignore[misc]
+    if k.searchable and k.type in ("int", "float")
 }
-# Allowed values of the categorical-only Config fields.
 _CATEGORICAL: dict[str, tuple[Any, ...]] = {
-    "optimizer": OPTIMIZERS,
-    "onednn": BOOL,
-    "xla": BOOL,
-    "execution_mode": ORT_EXECUTION_MODES,
-    "graph_optimization": ORT_GRAPH_LEVELS,
-    "mixed_precision": BOOL,
-    "cudnn_benchmark": BOOL,
+    k.name: (BOOL if k.type == "bool" else k.choices) for k in KNOBS
+    if k.searchable and k.type in ("bool", "choice")
 }
-# Framework-specific knobs and the frameworks (and targets) they apply to.
-_APPLIES_TO: dict[str, tuple[str, ...]] = {
-    "onednn": ("torch", "tensorflow"),
-    "xla": ("tensorflow",),
-    "execution_mode": ("onnxruntime",),
-    "graph_optimization": ("onnxruntime",),
-    "mixed_precision": ("torch", "tensorflow"),
-    "cudnn_benchmark": ("torch",),
-}
-_GPU_ONLY = ("mixed_precision", "cudnn_benchmark")
 PARAM_NAMES = tuple(_NUMERIC) + tuple(_CATEGORICAL)
 FIXED_NAMES = PARAM_NAMES + ("device",)
 
@@ -452,9 +426,11 @@ def _check_consistency(where: str, space: SearchSpace) -> None:
     if "momentum" in opts and "momentum" not in names and not space.fixed.get("momentum"):
         raise _fail(where, "params.optimizer", "offers 'momentum', so a 'momentum' parameter (or a fixed "
                     "momentum > 0) is needed; found none")
-    if space.framework == "onnxruntime" and "momentum" in opts:
-        raise _fail(where, "params.optimizer", "ONNX Runtime accepts 'sgd' and 'adam' only (its training "
-                    "SGD has no momentum); found 'momentum'")
+    offered = FRAMEWORK_INFO[space.framework].optimizers
+    for opt in opts:
+        if opt not in offered:
+            raise _fail(where, "params.optimizer", f"{space.framework} accepts {', '.join(offered)} only; "
+                        f"found {_show(opt)}")
     device = space.fixed.get("device", "cuda" if space.target == "gpu" else "cpu")
     if (space.target == "gpu") != str(device).startswith("cuda"):
         raise _fail(where, "fixed.device", f"must match target {_show(space.target)}; found {_show(device)}")
@@ -495,11 +471,11 @@ def _number(where: str, key: str, value: Any, kind: str) -> float:
 
 
 def _check_applies(where: str, key: str, name: str, framework: str, target: str) -> None:
-    applies = _APPLIES_TO.get(name)
-    if applies is not None and framework not in applies:
-        raise _fail(where, key, f"applies to {', '.join(applies)} only; found in a {framework} space")
-    if name in _GPU_ONLY and target != "gpu":
-        raise _fail(where, key, f"applies to gpu spaces only; found in a {target} space")
+    knob = get_knob(name)
+    if not knob_applies(knob, framework):
+        raise _fail(where, key, f"applies to {', '.join(knob.frameworks or ())} only; found in a {framework} space")
+    if not knob_applies(knob, framework, target):
+        raise _fail(where, key, f"applies to {', '.join(knob.targets)} spaces only; found in a {target} space")
 
 
 def _parse_param(
@@ -539,7 +515,7 @@ def _parse_param(
 
     if name in _CATEGORICAL:
         raise _fail(where, f"{key}.type", f"must be 'categorical' for {name}; found {_show(ptype)}")
-    kind, lo_limit, hi_limit = _NUMERIC[name]
+    kind = _NUMERIC[name][0]
     if ptype != kind:
         raise _fail(where, f"{key}.type", f"must be {_show(kind)} for {name}; found {_show(ptype)}")
     if "choices" in spec:
@@ -555,8 +531,9 @@ def _parse_param(
     step = spec.get("step")
     if low > high:
         raise _fail(where, key, f"'low' ({low}) must be <= 'high' ({high})")
-    if low < lo_limit or high > hi_limit:
-        raise _fail(where, key, f"must lie within [{lo_limit:g}, {hi_limit:g}]; found [{low:g}, {high:g}]")
+    knob = get_knob(name)
+    if not (knob.is_valid(kind == "int" and int(low) or low) and knob.is_valid(kind == "int" and int(high) or high)):
+        raise _fail(where, key, f"must lie within {_limits(name)}; found [{low:g}, {high:g}]")
     if log and low <= 0:
         raise _fail(where, f"{key}.low", f"must be > 0 when 'log' is true; found {low}")
     if step is not None:
@@ -577,10 +554,15 @@ def _check_value(where: str, key: str, name: str, value: Any) -> None:
         if not any(_same(value, a) for a in allowed):
             raise _fail(where, key, f"accepted values are {', '.join(map(str, allowed))}; found {_show(value)}")
         return
-    kind, lo_limit, hi_limit = _NUMERIC[name]
+    kind = _NUMERIC[name][0]
     number = _number(where, key, value, kind)
-    if not lo_limit <= number <= hi_limit:
-        raise _fail(where, key, f"must lie within [{lo_limit:g}, {hi_limit:g}]; found {_show(value)}")
+    if not get_knob(name).is_valid(number):
+        raise _fail(where, key, f"must lie within {_limits(name)}; found {_show(value)}")
+
+
+def _limits(name: str) -> str:
+    knob = get_knob(name)
+    return f"{'(' if knob.low_open else '['}{knob.low:g}, {knob.high:g}]"
 
 
 def _parse_when(

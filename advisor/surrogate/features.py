@@ -16,6 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from advisor.knobs import KNOBS, get_knob
+
 __all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "MEMORY_BASELINE_FEATURE", "activations_per_sample", "landmarks",
            "registry_landmark", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
 
@@ -35,47 +37,49 @@ class Feature:
     log: bool = False
 
 
+def _knob_feature(knob: Any) -> Feature:
+    if knob.encoding == "cat":
+        return Feature(knob.name, "cat")
+    if knob.encoding == "log10":
+        return Feature(f"log10_{knob.name}")
+    return Feature(knob.name, log=knob.log)
+
+
+#: Config knobs the surrogate sees, derived from :mod:`advisor.knobs` (``encoding``), by feature name.
+_KNOB_FEATURES: dict[str, Feature] = {
+    f.name: f for f in (_knob_feature(k) for k in KNOBS if k.encoding != "none")
+}
+_KNOB_OF_FEATURE = {_knob_feature(k).name: k.name for k in KNOBS if k.encoding != "none"}
+
+#: The feature order that the models of the first schema were fitted with. It stays the head of
+#: :data:`FEATURES`, so a model fitted on it still loads: newer knobs' features are appended after
+#: it and a model that predates them simply does not read them.
+_SCHEMA_1 = (
+    "framework", "optimizer", "device_kind", "gpu_model", "execution_mode", "graph_optimization",
+    "batch_size", "log10_learning_rate", "epochs", "momentum", "weight_decay", "threads",
+    "inter_op_threads", "onednn", "xla", "mixed_precision", "cudnn_benchmark",
+    "flops_per_sample", "params", "activations_per_sample", "total_flops", "steps_per_epoch",
+    "total_steps", "train_samples", "test_samples", "input_h", "input_w", "input_c", "pixels",
+    "num_classes", "landmark", "hw_gflops", "cores_granted", "naive_time_s", "log10_effective_lr",
+    "log10_lr_x_steps", "log10_lr_per_sample", "samples_seen", "log_baseline_s_per_flop",
+    "log_memory_baseline_mb",
+)
+_DERIVED: dict[str, Feature] = {f.name: f for f in (
+    Feature("device_kind", "cat"), Feature("gpu_model", "cat"),
+    Feature("flops_per_sample", log=True), Feature("params", log=True),
+    Feature("activations_per_sample", log=True), Feature("total_flops", log=True),
+    Feature("steps_per_epoch", log=True), Feature("total_steps", log=True),
+    Feature("train_samples", log=True), Feature("test_samples", log=True),
+    Feature("input_h"), Feature("input_w"), Feature("input_c"), Feature("pixels", log=True),
+    Feature("num_classes", log=True), Feature("landmark"), Feature("hw_gflops", log=True),
+    Feature("cores_granted"), Feature("naive_time_s", log=True), Feature("log10_effective_lr"),
+    Feature("log10_lr_x_steps"), Feature("log10_lr_per_sample"), Feature("samples_seen", log=True),
+    Feature("log_baseline_s_per_flop"), Feature("log_memory_baseline_mb"),
+)}
 FEATURES: tuple[Feature, ...] = (
     Feature("framework", "cat"),
-    Feature("optimizer", "cat"),
-    Feature("device_kind", "cat"),
-    Feature("gpu_model", "cat"),
-    Feature("execution_mode", "cat"),
-    Feature("graph_optimization", "cat"),
-    Feature("batch_size", log=True),
-    Feature("log10_learning_rate"),
-    Feature("epochs", log=True),
-    Feature("momentum"),
-    Feature("weight_decay"),
-    Feature("threads"),
-    Feature("inter_op_threads"),
-    Feature("onednn"),
-    Feature("xla"),
-    Feature("mixed_precision"),
-    Feature("cudnn_benchmark"),
-    Feature("flops_per_sample", log=True),
-    Feature("params", log=True),
-    Feature("activations_per_sample", log=True),
-    Feature("total_flops", log=True),
-    Feature("steps_per_epoch", log=True),
-    Feature("total_steps", log=True),
-    Feature("train_samples", log=True),
-    Feature("test_samples", log=True),
-    Feature("input_h"),
-    Feature("input_w"),
-    Feature("input_c"),
-    Feature("pixels", log=True),
-    Feature("num_classes", log=True),
-    Feature("landmark"),
-    Feature("hw_gflops", log=True),
-    Feature("cores_granted"),
-    Feature("naive_time_s", log=True),
-    Feature("log10_effective_lr"),
-    Feature("log10_lr_x_steps"),
-    Feature("log10_lr_per_sample"),
-    Feature("samples_seen", log=True),
-    Feature("log_baseline_s_per_flop"),
-    Feature("log_memory_baseline_mb"),
+    *(_KNOB_FEATURES.get(name) or _DERIVED[name] for name in _SCHEMA_1[1:]),
+    *(f for name, f in _KNOB_FEATURES.items() if name not in _SCHEMA_1),
 )
 
 #: Filled by the fitted surrogate, not by :func:`encode` (which leaves it NaN): the natural log of
@@ -88,11 +92,9 @@ MEMORY_BASELINE_FEATURE = "log_memory_baseline_mb"
 
 _CATEGORICAL_SOURCE = {
     "framework": "framework",
-    "optimizer": "cfg_optimizer",
     "device_kind": "device_kind",
     "gpu_model": "gpu_model",
-    "execution_mode": "cfg_execution_mode",
-    "graph_optimization": "cfg_graph_optimization",
+    **{f.name: f"cfg_{f.name}" for f in _KNOB_FEATURES.values() if f.kind == "cat"},
 }
 
 
@@ -135,7 +137,7 @@ def _floats(values: Sequence[Any]) -> np.ndarray:
 def schema_from_columns(columns: Mapping[str, Sequence[Any]]) -> FeatureSchema:
     """Learn the categorical levels (sorted, non-empty values) from table columns."""
     levels = {
-        name: tuple(sorted({str(v) for v in columns[src] if v not in (None, "")}))
+        name: tuple(sorted({str(v) for v in columns.get(src, ()) if v not in (None, "")}))
         for name, src in _CATEGORICAL_SOURCE.items()
     }
     return FeatureSchema(FEATURES, levels)
@@ -207,18 +209,11 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         naive = np.where(gflops > 0, total_flops / (gflops * 1e9), np.nan)
         momentum = np.nan_to_num(_floats(columns["cfg_momentum"]), nan=0.0)
         effective = log_lr - np.log10(np.clip(1.0 - momentum, 0.01, 1.0))
+    knobs = {name: _knob_column(columns, knob) for name, knob in _KNOB_OF_FEATURE.items()
+             if _KNOB_FEATURES[name].kind == "num"}
+    knobs["log10_learning_rate"] = log_lr
     return {
-        "batch_size": batch,
-        "log10_learning_rate": log_lr,
-        "epochs": epochs,
-        "momentum": _floats(columns["cfg_momentum"]),
-        "weight_decay": _floats(columns["cfg_weight_decay"]),
-        "threads": _floats(columns["cfg_threads"]),
-        "inter_op_threads": _floats(columns["cfg_inter_op_threads"]),
-        "onednn": _floats(columns["cfg_onednn"]),
-        "xla": _floats(columns["cfg_xla"]),
-        "mixed_precision": _floats(columns["cfg_mixed_precision"]),
-        "cudnn_benchmark": _floats(columns["cfg_cudnn_benchmark"]),
+        **knobs,
         "flops_per_sample": fps,
         "params": _floats(columns["params"]),
         "activations_per_sample": activations,
@@ -248,6 +243,15 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
     }
 
 
+def _knob_column(columns: Mapping[str, Sequence[Any]], knob: str) -> np.ndarray:
+    """A knob's column as floats; a candidate or table without it reads the knob's default."""
+    column = columns.get(f"cfg_{knob}")
+    if column is None:
+        default = get_knob(knob).default
+        return np.full(len(columns["framework"]), np.nan if default is None else float(default))
+    return _floats(column)
+
+
 def encode(columns: Mapping[str, Sequence[Any]], schema: FeatureSchema) -> np.ndarray:
     """The feature matrix (rows x features, float64) in ``schema`` order."""
     numeric = feature_values(columns)
@@ -256,7 +260,9 @@ def encode(columns: Mapping[str, Sequence[Any]], schema: FeatureSchema) -> np.nd
     for j, feat in enumerate(schema.features):
         if feat.kind == "cat":
             index = {level: float(i) for i, level in enumerate(schema.levels.get(feat.name, ()))}
-            src = columns[_CATEGORICAL_SOURCE[feat.name]]
+            src = columns.get(_CATEGORICAL_SOURCE[feat.name])
+            if src is None:  # a knob newer than the columns: its default
+                src = [get_knob(feat.name).default] * n
             out[:, j] = [index.get(str(v), np.nan) if v not in (None, "") else np.nan for v in src]
         else:
             out[:, j] = numeric[feat.name]

@@ -149,7 +149,8 @@ def _check_schema(meta: dict[str, Any], path: Path) -> FeatureSchema:
         schema = FeatureSchema.from_dict(meta["feature_schema"])
     except (KeyError, TypeError, ValueError) as exc:
         raise SurrogateError(f"Surrogate meta {path} has no readable feature schema ({exc!r}); refit it with `advisor surrogate fit`.") from None
-    if schema.features != FEATURES:
+    # A model fitted before newer knobs existed has the head of today's list: it still loads.
+    if schema.features != FEATURES[:len(schema.features)]:
         theirs, ours = schema.features, FEATURES
         i = next((k for k, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
         got = theirs[i].name if i < len(theirs) else "<none>"
