@@ -51,11 +51,12 @@ def test_info_with_data_dir_reports_files_and_variant(tmp_path: Path) -> None:
     assert table.exit_code == 0 and "2/5 train batches" in table.stdout and "2 of 5 training" in table.stdout
 
 
-def test_info_on_the_shared_mnist_says_official() -> None:
-    folder = SHARED / "mnist"
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_info_on_the_shared_idx_datasets_says_official(name: str) -> None:
+    folder = SHARED / name
     if not folder.is_dir():
         pytest.skip(f"{folder} is missing: the shared real-data folder is not on this machine")
-    result = runner.invoke(app, ["datasets", "info", "mnist", "--data-dir", str(folder), "--json"])
+    result = runner.invoke(app, ["datasets", "info", name, "--data-dir", str(folder), "--json"])
     assert result.exit_code == 0, result.output
     present = json.loads(result.stdout)["present"]
     assert present["variant"] == "official" and present["train_size"] == 60_000
@@ -111,7 +112,8 @@ def test_download_of_a_builtin_needs_nothing() -> None:
     assert "needs no download" in result.stderr
 
 
-@pytest.mark.parametrize(("name", "folder"), [("digits", None), ("mnist", "mnist"), ("cifar10", "cifar-10-batches-bin")])
+@pytest.mark.parametrize(("name", "folder"), [("digits", None), ("mnist", "mnist"), ("fashion-mnist", "fashion-mnist"),
+                                            ("cifar10", "cifar-10-batches-bin")])
 def test_recorded_landmarks_are_what_the_data_measures(name: str, folder: str | None) -> None:
     """The registry's landmark scores are measurements: re-measuring them from the files agrees."""
     args = ["datasets", "landmark", name, "--json"]
@@ -129,8 +131,9 @@ def test_recorded_landmarks_are_what_the_data_measures(name: str, folder: str | 
 def test_landmark_orders_datasets_by_difficulty_and_refuses_random_data(tmp_path: Path) -> None:
     from advisor.datasets import get_info
 
-    assert get_info("digits").landmark > get_info("mnist").landmark > get_info("cifar10").landmark
-    assert get_info("fashion-mnist").landmark is None and get_info("synthetic:8x8x1").landmark is None
+    assert (get_info("digits").landmark > get_info("mnist").landmark > get_info("fashion-mnist").landmark
+            > get_info("cifar10").landmark)  # clothes are harder than digits, easier than CIFAR-10
+    assert get_info("synthetic:8x8x1").landmark is None
     result = runner.invoke(app, ["datasets", "landmark", "synthetic:8x8x1"])
     assert result.exit_code == 1 and "no landmark" in result.output
     # a user's .npz: separable classes score high, random labels near chance

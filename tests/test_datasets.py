@@ -129,7 +129,10 @@ def test_registry_meta_features_without_loading() -> None:
     assert get_info("digits").input_shape == (8, 8, 1)
     assert (get_info("digits").train_size, get_info("digits").test_size) == (1437, 360)
     assert (get_info("mnist").train_size, get_info("mnist").test_size) == (60_000, 10_000)
-    assert get_info("fashion-mnist").input_shape == (28, 28, 1)
+    fashion = get_info("fashion-mnist")
+    assert (fashion.input_shape, fashion.train_size, fashion.test_size) == ((28, 28, 1), 60_000, 10_000)
+    assert fashion.source.startswith("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/")
+    assert get_info("Fashion_MNIST").name == get_info("fmnist").name == "fashion-mnist"
     assert get_info("cifar10").input_shape == (32, 32, 3)
     assert (get_info("cifar10").train_size, get_info("cifar10").test_size) == (50_000, 10_000)
     assert get_info("CIFAR-10").name == "cifar10"
@@ -154,6 +157,20 @@ def test_unknown_dataset_message_is_one_line() -> None:
     assert text.startswith("Unknown dataset 'imagenet': choose one of digits, mnist, fashion-mnist, cifar10")
     assert text.endswith("or give a path to an .npz file.")
     assert "\n" not in text
+
+
+@pytest.mark.parametrize(("name", "base"), [("mnist", "https://ossci-datasets.s3.amazonaws.com/mnist/"),
+                                            ("fashion-mnist", "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/")])
+def test_idx_datasets_declare_both_digests_of_their_four_files(name: str, base: str) -> None:
+    # The content digest is what accepts a re-gzipped copy (MNIST's mirrors, Debian's packages).
+    remotes = download_module.SOURCES[name]
+    assert [r.name for r in remotes] == ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+    for remote in remotes:
+        assert remote.urls[0] == base + remote.name
+        assert len(remote.sha256) == len(remote.content_sha256) == 1
+        assert all(len(d) == 64 and int(d, 16) >= 0 for d in remote.sha256 | remote.content_sha256)
+    assert len({d for r in remotes for d in r.sha256 | r.content_sha256}) == 8
 
 
 def test_dataset_info_validates() -> None:
@@ -312,17 +329,54 @@ def test_load_standardises_with_train_statistics(tmp_path: Path) -> None:
     assert data.y_train.dtype == np.int64
 
 
-def test_mnist_from_data_dir_reads_plain_and_gz_alike(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_mnist_from_data_dir_reads_plain_and_gz_alike(tmp_path: Path, name: str) -> None:
     arrays = mnist_arrays()
-    gz = load(Workload(dataset="mnist", model="mlp", data_dir=str(write_mnist(tmp_path / "gz", arrays))))
-    plain = load(Workload(dataset="mnist", model="mlp",
+    gz = load(Workload(dataset=name, model="mlp", data_dir=str(write_mnist(tmp_path / "gz", arrays))))
+    plain = load(Workload(dataset=name, model="mlp",
                           data_dir=str(write_mnist(tmp_path / "plain", arrays, compress=False))))
     assert np.array_equal(gz.x_train, plain.x_train)
     assert gz.y_train.tolist() == arrays[1].tolist()
     # The fingerprint hashes decompressed content, so the same data compressed or not is the same.
     assert gz.fingerprint == plain.fingerprint
-    assert gz.variant.startswith("mnist IDX files, not the published ones (sha256 ")
+    assert gz.variant.startswith(f"{name} IDX files, not the published ones (sha256 ")
     assert gz.info.train_size == 40 and gz.info.test_size == 20
+
+
+def regzip(source: Path, dest: Path) -> Path:
+    """Re-compress ``source``'s IDX files as a repackager does: same content, other gzip bytes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.glob("*.gz")):
+        (dest / path.name).write_bytes(gzip.compress(gzip.decompress(path.read_bytes()), compresslevel=1, mtime=7))
+        assert (dest / path.name).read_bytes() != path.read_bytes()
+    return dest
+
+
+def publish(monkeypatch: pytest.MonkeyPatch, name: str, folder: Path) -> None:
+    """Make ``folder``'s IDX files the published release of ``name`` (both digests, as SOURCES declares)."""
+    remotes = tuple(
+        download_module.RemoteFile(r.name, r.urls, frozenset([hashlib.sha256((folder / r.name).read_bytes()).hexdigest()]),
+                                   frozenset([hashlib.sha256(gzip.decompress((folder / r.name).read_bytes())).hexdigest()]))
+        for r in download_module.SOURCES[name])
+    monkeypatch.setitem(download_module.SOURCES, name, remotes)
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_regzipped_copy_is_official_through_its_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        name: str) -> None:
+    published = write_mnist(tmp_path / "published")
+    publish(monkeypatch, name, published)
+    official = load(Workload(dataset=name, model="mlp", data_dir=str(published)))
+    repackaged = load(Workload(dataset=name, model="mlp", data_dir=str(regzip(published, tmp_path / "debian"))))
+    assert official.variant == repackaged.variant == "official"
+    assert official.fingerprint == repackaged.fingerprint and official.notes == ()
+    # Other content under the canonical names (one pixel changed) is read, but never called official.
+    x_train, y_train, x_test, y_test = mnist_arrays()
+    x_test[0, 0, 0] ^= 1
+    other = load(Workload(dataset=name, model="mlp",
+                          data_dir=str(write_mnist(tmp_path / "other", (x_train, y_train, x_test, y_test)))))
+    assert other.variant.startswith(f"{name} IDX files, not the published ones (sha256 ")
+    assert other.fingerprint != official.fingerprint and "differ from the published" in other.notes[0]
 
 
 def test_fingerprint_follows_content(tmp_path: Path) -> None:
@@ -445,6 +499,20 @@ def test_real_mnist_from_data_dir() -> None:
     # Re-compressed .gz files with the published content: recognised through the content digests.
     assert data.variant == "official"
     assert abs(float(data.x_train.mean())) < 1e-4 and abs(float(data.x_train.std()) - 1) < 1e-3
+
+
+def test_real_fashion_mnist_from_data_dir_and_a_regzipped_copy(tmp_path: Path) -> None:
+    folder = SHARED / "fashion-mnist"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is missing: the shared real-data folder is not on this machine")
+    data = load(Workload(dataset="fashion-mnist", model="mlp", data_dir=str(folder)))
+    assert data.x_train.shape == (60_000, 28, 28, 1) and data.x_test.shape == (10_000, 28, 28, 1)
+    assert np.bincount(data.y_train).tolist() == [6_000] * 10 and np.bincount(data.y_test).tolist() == [1_000] * 10
+    assert data.y_train[:10].tolist() == [9, 0, 0, 3, 0, 2, 7, 2, 5, 5]  # ankle boot, T-shirt, T-shirt, dress...
+    assert data.variant == "official"  # the downloads as served: their .gz digests match
+    # Debian's dataset-fashion-mnist re-gzips the same bytes: accepted through the content digests.
+    repackaged = load(Workload(dataset="fashion-mnist", model="mlp", data_dir=str(regzip(folder, tmp_path / "deb"))))
+    assert repackaged.variant == "official" and repackaged.fingerprint == data.fingerprint
 
 
 # --------------------------------------------------------------------------- downloads
@@ -623,13 +691,26 @@ def test_download_dataset_mnist_then_load_from_cache(server: _Server, monkeypatc
     assert data.x_train.shape == (40, 28, 28, 1) and data.y_test.tolist() == list(range(10)) * 2
 
 
-def test_download_dataset_with_the_published_digests_rejects_other_files(server: _Server) -> None:
-    write_mnist(server.root)  # not the real MNIST: the published digests cannot match
+@pytest.mark.parametrize(("name", "gz", "content"), [("mnist", "440fcabf", "ba891046"),
+                                                     ("fashion-mnist", "3aede38d", "c59f468a")])
+def test_download_dataset_with_the_published_digests_rejects_other_files(server: _Server, name: str, gz: str,
+                                                                          content: str) -> None:
+    write_mnist(server.root)  # not the real dataset: the published digests cannot match
     with pytest.raises(ChecksumError, match=r"Checksum mismatch for http://127.0.0.1:\d+/train-images-idx3-ubyte.gz: "
-                                            r"expected sha256 440fcabf.*or gunzipped ba891046"):
-        datasets.download_dataset("mnist", mirror=server.url)
-    folder = Path(os.environ["ADVISOR_DATA"]) / "mnist"
+                                            rf"expected sha256 {gz}.*or gunzipped {content}"):
+        datasets.download_dataset(name, mirror=server.url)
+    folder = Path(os.environ["ADVISOR_DATA"]) / name
     assert sorted(p.name for p in folder.iterdir()) == ["train-images-idx3-ubyte.gz.lock"]
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_download_dataset_accepts_a_regzipped_mirror(server: _Server, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    publish(monkeypatch, name, write_mnist(tmp_path / "published"))
+    regzip(tmp_path / "published", server.root)
+    folder = datasets.download_dataset(name, mirror=server.url)
+    assert folder == Path(os.environ["ADVISOR_DATA"]) / name
+    assert load(Workload(dataset=name, model="mlp"), download=False).variant == "official"
 
 
 def _cifar_tarball(path: Path, source: Path, extra: dict[str, bytes]) -> None:

@@ -125,12 +125,22 @@ def test_mnist_swapped_files_are_caught(tmp_path: Path) -> None:
     _one_line_naming(exc, images, "is this an images file?")
 
 
-def test_mnist_missing_file_in_data_dir(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_mnist_missing_file_in_data_dir(tmp_path: Path, name: str) -> None:
     folder = write_mnist(tmp_path / "m")
     (folder / "t10k-labels-idx1-ubyte.gz").unlink()
     with pytest.raises(DatasetFileError) as exc:
-        load(Workload(dataset="mnist", model="mlp", data_dir=str(folder)))
-    _one_line_naming(exc, folder / "t10k-labels-idx1-ubyte.gz", "does not exist", "advisor datasets download mnist")
+        load(Workload(dataset=name, model="mlp", data_dir=str(folder)))
+    _one_line_naming(exc, folder / "t10k-labels-idx1-ubyte.gz", "does not exist", f"advisor datasets download {name}")
+
+
+def test_fashion_mnist_label_out_of_range_names_the_labels_file(tmp_path: Path) -> None:
+    folder = write_mnist(tmp_path / "f")
+    labels = folder / "t10k-labels-idx1-ubyte.gz"
+    labels.write_bytes(gzip.compress(idx_bytes(np.full(20, 10, np.uint8))))  # 20 labels, all out of 0-9
+    with pytest.raises(DatasetFileError) as exc:
+        load(Workload(dataset="fashion-mnist", model="mlp", data_dir=str(folder)))
+    _one_line_naming(exc, labels, "holds label 10; this dataset's labels are 0-9")
 
 
 def test_data_dir_that_is_not_a_folder(tmp_path: Path) -> None:

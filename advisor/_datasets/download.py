@@ -48,8 +48,9 @@ class RemoteFile:
         name: File name in the cache folder (also the last part of each URL).
         urls: The canonical URL first, then known mirrors.
         sha256: Accepted SHA-256 digests of the file as served.
-        content_sha256: Accepted SHA-256 digests of its gunzipped content (MNIST: the ``.gz``
-            files exist re-compressed, which hash differently but hold the same bytes).
+        content_sha256: Accepted SHA-256 digests of its gunzipped content (the IDX ``.gz`` files
+            exist re-compressed, by MNIST's mirrors and Debian's ``dataset-fashion-mnist``: they
+            hash differently but hold the same bytes).
     """
 
     name: str
@@ -58,10 +59,10 @@ class RemoteFile:
     content_sha256: frozenset[str] = frozenset()
 
 
-def _idx_files(bases: tuple[str, ...], digests: dict[str, tuple[str, str | None]]) -> tuple[RemoteFile, ...]:
+def _idx_files(bases: tuple[str, ...], digests: dict[str, tuple[str, str]]) -> tuple[RemoteFile, ...]:
+    """The four IDX files of an MNIST-format dataset: ``{name: (.gz sha256, content sha256)}``."""
     return tuple(
-        RemoteFile(name, tuple(base + name for base in bases), frozenset([gz]),
-                   frozenset([content]) if content else frozenset())
+        RemoteFile(name, tuple(base + name for base in bases), frozenset([gz]), frozenset([content]))
         for name, (gz, content) in digests.items()
     )
 
@@ -80,13 +81,20 @@ SOURCES: dict[str, tuple[RemoteFile, ...]] = {
                                           "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
         },
     ),
+    # Zalando's own address: an S3 website endpoint, which serves http only (the digests, not the
+    # transport, vouch for the files). The .gz digests are of the official downloads (their MD5s
+    # are the published ones); the content digests also accept Debian's re-gzipped copies.
     "fashion-mnist": _idx_files(
         ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
         {
-            "train-images-idx3-ubyte.gz": ("3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84", None),
-            "train-labels-idx1-ubyte.gz": ("a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845", None),
-            "t10k-images-idx3-ubyte.gz": ("346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073", None),
-            "t10k-labels-idx1-ubyte.gz": ("67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5", None),
+            "train-images-idx3-ubyte.gz": ("3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+                                           "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"),
+            "train-labels-idx1-ubyte.gz": ("a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+                                           "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"),
+            "t10k-images-idx3-ubyte.gz": ("346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+                                          "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"),
+            "t10k-labels-idx1-ubyte.gz": ("67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+                                          "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"),
         },
     ),
     "cifar10": (
