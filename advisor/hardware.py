@@ -27,7 +27,7 @@ import psutil
 from advisor.errors import invalid_parameter
 from advisor.records import GpuInfo, HardwareProfile
 
-__all__ = ["identity", "detect", "calibrate", "load_cached", "cache_dir", "gemm_gflops"]
+__all__ = ["identity", "detect", "calibrate", "load_cached", "cache_dir", "gemm_gflops", "cpu_bf16_support"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,25 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
+
+
+#: CPU flags (Linux /proc/cpuinfo names) with native bfloat16 arithmetic: AVX-512 BF16 or AMX.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_bf16_support() -> str | None:
+    """The CPU flag that gives native bfloat16 arithmetic, or ``None`` when there is none (or no
+    ``/proc/cpuinfo`` to tell). Without one, bfloat16 is emulated and slower than float32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    flags = set(value.split())
+                    return next((f for f in BF16_FLAGS if f in flags), None)
+    except OSError:
+        pass
+    return None
 
 
 def _affinity() -> tuple[int, ...]:

@@ -138,7 +138,7 @@ _TORCH, _TF, _ORT = ("torch",), ("tensorflow",), ("onnxruntime",)
 KNOBS: tuple[Knob, ...] = (
     Knob("batch_size", "int", 64, "Mini-batch size.", low=1, high=1_000_000, log=True,
          flag="--batch-size"),
-    Knob("learning_rate", "float", 0.01, "Peak learning rate; default 0.05, or 0.001 with adam/adamw.",
+    Knob("learning_rate", "float", 0.01, "Peak learning rate (the schedule scales it per step).",
          low=0.0, high=10.0, low_open=True, log=True, encoding="log10", flag="--lr"),
     Knob("epochs", "int", 1, "Training epochs (a schedule spans all of them).", low=1, high=10_000,
          log=True, flag="--epochs"),

@@ -12,8 +12,9 @@ from rich.table import Table
 
 from advisor.cli import app
 from advisor.cli._common import err, out, print_json, user_errors
+from advisor.cli._knob_options import knob_options
 from advisor.errors import invalid_parameter
-from advisor.records import FRAMEWORKS, OPTIMIZERS, ORT_EXECUTION_MODES, ORT_GRAPH_LEVELS
+from advisor.knobs import FRAMEWORKS
 
 EXIT_NOT_OK = 2
 # Defaults that train every built-in model on digits to >= 90 % in 10 epochs on every framework
@@ -50,63 +51,46 @@ def _fmt(value: Any, spec: str = ".4g", unit: str = "") -> str:
 
 @app.command("measure")
 @user_errors
+@knob_options(defaults={
+    "optimizer": "momentum (adam on onnxruntime)", "learning_rate": f"{DEFAULT_SGD_LR}, or {DEFAULT_ADAM_LR} with adam/adamw",
+    "momentum": f"{DEFAULT_MOMENTUM} with optimizer momentum"})
 def measure_command(
     framework: Annotated[str, typer.Option(help=f"Framework: {_choices(FRAMEWORKS)} (sklearn needs no extra install).")] = "sklearn",
-    dataset: Annotated[str, typer.Option(help="Dataset: a registry name (mnist, digits, synthetic:28x28x1) or a .npz path.")] = "digits",
-    model: Annotated[Optional[str], typer.Option(help="Model (mlp, lenet5, cifar_quick); default suits the dataset's input shape.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Mini-batch size.")] = 64,
-    learning_rate: Annotated[Optional[float], typer.Option("--lr", "--learning-rate", help="Learning rate; default 0.05, or 0.001 with adam.")] = None,
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 1,
-    optimizer: Annotated[Optional[str], typer.Option(help=f"Optimizer: {_choices(OPTIMIZERS)}; default momentum (adam on onnxruntime, whose SGD has no momentum).")] = None,
-    momentum: Annotated[Optional[float], typer.Option(help="Momentum; default 0.9 with --optimizer momentum, else 0.")] = None,
-    weight_decay: Annotated[float, typer.Option("--weight-decay", help="L2 weight decay.")] = 0.0,
-    threads: Annotated[int, typer.Option(help="Intra-op / BLAS / OpenMP threads; also the number of cores granted.")] = 1,
-    inter_op_threads: Annotated[int, typer.Option("--inter-op-threads", help="Inter-op threads (torch, tensorflow, onnxruntime).")] = 1,
-    onednn: Annotated[Optional[bool], typer.Option("--onednn/--no-onednn", help="oneDNN on or off (torch, tensorflow); default: the framework's.")] = None,
-    xla: Annotated[Optional[bool], typer.Option("--xla/--no-xla", help="XLA JIT on or off (tensorflow).")] = None,
-    execution_mode: Annotated[Optional[str], typer.Option("--execution-mode", help=f"onnxruntime execution mode: {_choices(ORT_EXECUTION_MODES)}.")] = None,
-    graph_optimization: Annotated[Optional[str], typer.Option("--graph-optimization", help=f"onnxruntime graph optimisation: {_choices(ORT_GRAPH_LEVELS)}.")] = None,
+    dataset: Annotated[str, typer.Option(help="Dataset: a registry name (mnist, fashion-mnist, cifar10, digits, synthetic:28x28x1) or a .npz path.")] = "digits",
+    model: Annotated[Optional[str], typer.Option(help="Model (mlp, lenet5, cifar_quick, bn_cnn, resnet9_w16, ...); default suits the dataset's input shape.")] = None,
     train_samples: Annotated[Optional[int], typer.Option("--train-samples", help="Stratified subset of the training set.")] = None,
     test_samples: Annotated[Optional[int], typer.Option("--test-samples", help="Stratified subset of the test set.")] = None,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Folder holding the dataset's canonical files.")] = None,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:<index>.")] = "cpu",
-    mixed_precision: Annotated[bool, typer.Option("--mixed-precision", help="Mixed precision (CUDA only).")] = False,
-    cudnn_benchmark: Annotated[bool, typer.Option("--cudnn-benchmark", help="cuDNN autotuning (CUDA only).")] = False,
-    seed: Annotated[int, typer.Option(help="Seed for initialisation, shuffling and subsets.")] = 0,
     time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Wall-time limit of the trial in seconds.")] = None,
     memory_cap: Annotated[Optional[str], typer.Option("--memory-cap", help="Memory cap of the trial's processes, e.g. 2GB.")] = None,
     workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Keep the trial's folder (config, log, events) here.")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
+    *,
+    knobs: dict[str, Any],
 ) -> None:
     """Train one configuration in a fresh process and report time, accuracy and resources.
 
     Exit codes: 0 when the trial ends ok; 2 when it ran but ended otherwise (failed, timeout, oom, diverged); 1 for bad input.
 
-    Example: advisor measure --framework torch --dataset mnist --model lenet5 --batch-size 64 --lr 0.05 --epochs 3 --threads 2
+    Every knob of advisor.knobs is an option; those not given keep their defaults.
+
+    Example: advisor measure --framework torch --dataset mnist --data-dir ../shared/datasets/mnist --model bn_cnn --optimizer momentum --nesterov --lr 0.2 --schedule onecycle --warmup 0.2 --batch-size 256 --epochs 2 --threads 2
     """
     from advisor import datasets, models
     from advisor.harness import Limits, run_trial
     from advisor.records import Config, EpochRecord, Workload
 
     # Everything is validated before a process is spawned: bad input costs no trial.
-    if optimizer is None:
-        optimizer = "adam" if framework == "onnxruntime" else "momentum"
-    if learning_rate is None:
-        learning_rate = DEFAULT_ADAM_LR if optimizer == "adam" else DEFAULT_SGD_LR
-    config = Config(
-        framework=framework, batch_size=batch_size, learning_rate=learning_rate, epochs=epochs,
-        optimizer=optimizer,
-        momentum=(DEFAULT_MOMENTUM if optimizer == "momentum" else 0.0) if momentum is None else momentum,
-        weight_decay=weight_decay, threads=threads, inter_op_threads=inter_op_threads, onednn=onednn,
-        xla=xla, execution_mode=execution_mode, graph_optimization=graph_optimization, device=device,
-        mixed_precision=mixed_precision, cudnn_benchmark=cudnn_benchmark, seed=seed,
-    )
+    optimizer = knobs.setdefault("optimizer", "adam" if framework == "onnxruntime" else "momentum")
+    knobs.setdefault("learning_rate", DEFAULT_ADAM_LR if optimizer in ("adam", "adamw") else DEFAULT_SGD_LR)
+    knobs.setdefault("momentum", DEFAULT_MOMENTUM if optimizer == "momentum" else 0.0)
+    config = Config(framework=framework, **knobs)
     info = datasets.get_info(dataset)
     model_name = model or models.default_model_for(tuple(info.input_shape))
     models.param_count(models.get_model(model_name), tuple(info.input_shape), info.num_classes)
     workload = Workload(dataset=dataset, model=model_name, train_samples=train_samples,
                         test_samples=test_samples, data_dir=None if data_dir is None else str(data_dir),
-                        seed=seed)
+                        seed=config.seed)
     limits = Limits(wall_time_s=time_limit, memory_mb=None if memory_cap is None else parse_memory(memory_cap))
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)

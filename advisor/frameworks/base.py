@@ -10,10 +10,13 @@ environment in place. The child calls, in this order:
 3. ``versions()``: library versions for provenance.
 4. ``build(spec, input_shape, num_classes)``: create the model, loss and optimizer; return the
    framework's own count of trainable parameters (it must equal :func:`advisor.models.param_count`).
-5. For each epoch: ``train_epoch(x, y)`` on data already shuffled by the protocol, returning the
-   mean training loss; the call returns only when the device work is finished. Then
-   ``predict(x_test)`` for the test accuracy.
-6. ``predict`` once more, timed, for inference throughput; ``gpu_peak_memory_mb()``; ``close()``.
+5. ``plan(steps_per_epoch)``: the protocol tells the backend how many optimizer steps the trial
+   has, so that it applies the learning-rate schedule (:func:`learning_rate_at`) per step: the
+   rate of global step ``t`` is ``self.lr_at(t)``.
+6. For each epoch: ``train_epoch(x, y)`` on data already shuffled (and augmented,
+   :func:`augment`) by the protocol, returning the mean training loss; the call returns only when
+   the device work is finished. Then ``predict(x_test)`` for the test accuracy.
+7. ``predict`` once more, timed, for inference throughput; ``gpu_peak_memory_mb()``; ``close()``.
 
 :func:`run_protocol` drives that order, so timing, shuffling, evaluation and divergence are
 identical for every framework. It is single-threaded and owns no process state.
@@ -32,11 +35,73 @@ import numpy as np
 from advisor.models import ModelSpec
 from advisor.records import Config
 
-__all__ = ["Trainer", "ProtocolResult", "TrialDiverged", "run_protocol", "batches", "DIVERGENCE_FACTOR"]
+__all__ = ["Trainer", "ProtocolResult", "TrialDiverged", "run_protocol", "batches", "DIVERGENCE_FACTOR",
+           "learning_rate_at", "augment"]
 
 # A mean epoch loss above this multiple of chance-level loss (ln C) counts as diverged.
 DIVERGENCE_FACTOR = 10.0
 EVAL_BATCH = 1024
+
+
+# The step policy drops the rate tenfold at these fractions of the run; Caffe's inv policy uses
+# its LeNet solver's constants.
+STEP_DROPS = (0.5, 0.75)
+INV_GAMMA, INV_POWER = 1e-4, 0.75
+
+
+def learning_rate_at(config: Config, step: int, total_steps: int) -> float:
+    """The learning rate of optimizer step ``step`` (0-based) out of ``total_steps``.
+
+    The warm-up (``warmup_fraction`` of the steps) ramps the rate linearly from ``lr / W`` to
+    ``lr``; then ``constant`` keeps it, ``step`` divides it by 10 at 50% and 75% of the run,
+    ``cosine`` follows half a cosine towards 0, ``onecycle`` falls linearly towards 0,
+    and ``inv`` is Caffe's ``lr * (1 + 1e-4 * t) ** -0.75``.
+    """
+    lr = config.learning_rate
+    total = max(int(total_steps), 1)
+    warm = int(round(config.warmup_fraction * total))
+    if step < warm:
+        return lr * (step + 1) / warm
+    if config.schedule == "constant":
+        return lr
+    if config.schedule == "inv":
+        return lr * (1.0 + INV_GAMMA * step) ** -INV_POWER
+    progress = (step - warm) / max(total - warm, 1)
+    if config.schedule == "step":
+        return lr * 0.1 ** sum(progress >= p for p in STEP_DROPS)
+    if config.schedule == "cosine":
+        return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return lr * max(1.0 - progress, 0.0)  # onecycle: the last step runs at lr / (steps after warm-up)
+
+
+def augment(x: np.ndarray, config: Config, rng: np.random.Generator) -> np.ndarray:
+    """One epoch's augmented copy of NHWC training images (the test set is never augmented).
+
+    ``augment_translate`` shifts each image by up to that many pixels in each direction (zero
+    padding, then a random crop of the original size); ``augment_flip`` mirrors a random half
+    left to right. Returns ``x`` itself when both are off.
+    """
+    pad = config.augment_translate
+    if x.ndim != 4 or not (pad or config.augment_flip):
+        return x
+    n, h, w, _ = x.shape
+    out = x
+    if pad:
+        padded = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+        dy = rng.integers(0, 2 * pad + 1, n)
+        dx = rng.integers(0, 2 * pad + 1, n)
+        out = np.empty_like(x)
+        code = dy * (2 * pad + 1) + dx
+        for c in np.unique(code):  # one slice per offset: at most (2 * pad + 1) ** 2 copies
+            idx = np.flatnonzero(code == c)
+            oy, ox = divmod(int(c), 2 * pad + 1)
+            out[idx] = padded[idx, oy:oy + h, ox:ox + w]
+    if config.augment_flip:
+        flip = rng.random(n) < 0.5
+        if out is x:
+            out = x.copy()
+        out[flip] = out[flip, :, ::-1]
+    return out
 
 
 class TrialDiverged(Exception):
@@ -50,6 +115,19 @@ class Trainer(abc.ABC):
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.total_steps_ = 1
+
+    def plan(self, steps_per_epoch: int) -> None:
+        """Record the trial's length in optimizer steps (the schedule spans all of them)."""
+        self.total_steps_ = max(1, int(steps_per_epoch) * self.config.epochs)
+
+    def lr_at(self, step: int) -> float:
+        """The scheduled learning rate of global step ``step``."""
+        return learning_rate_at(self.config, step, self.total_steps_)
+
+    def current_learning_rate(self) -> float | None:
+        """The rate the framework's optimizer holds now (read back from it), if it exposes one."""
+        return None
 
     @abc.abstractmethod
     def configure(self) -> dict[str, Any]:
@@ -129,7 +207,10 @@ def run_protocol(
     """
     input_shape = tuple(int(d) for d in x_train.shape[1:])
     params = trainer.build(spec, input_shape, num_classes)
+    trainer.plan(math.ceil(len(x_train) / config.batch_size))
     rng = np.random.default_rng(config.seed)
+    # Augmentation draws from its own stream, so turning it on leaves the shuffling order as it was.
+    aug_rng = np.random.default_rng([config.seed, 1])
     limit = DIVERGENCE_FACTOR * math.log(max(num_classes, 2))
     train_total = 0.0
     eval_total = 0.0
@@ -137,6 +218,7 @@ def run_protocol(
         order = rng.permutation(len(x_train))
         xs, ys = x_train[order], y_train[order]
         t0 = time.perf_counter()
+        xs = augment(xs, config, aug_rng)  # the data pipeline's work counts as training time
         loss = float(trainer.train_epoch(xs, ys))
         epoch_time = time.perf_counter() - t0
         train_total += epoch_time
