@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import psutil
 
 from advisor.errors import invalid_parameter
+from advisor.knobs import THREAD_VARIABLES
 from advisor.records import GpuInfo, HardwareProfile
 
 __all__ = ["identity", "detect", "calibrate", "load_cached", "cache_dir", "gemm_gflops", "cpu_bf16_support"]
@@ -53,8 +54,6 @@ for _ in range(repeats):
 print(json.dumps(rates))
 """
 
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
-                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 def _cpu_model() -> str:
@@ -275,7 +274,7 @@ def gemm_gflops(threads: int, *, size: int = 1024, repeats: int = 3,
         RuntimeError: When the measuring process fails.
     """
     env = dict(os.environ)
-    env.update({name: str(threads) for name in _THREAD_VARIABLES})
+    env.update({name: str(threads) for name in THREAD_VARIABLES})
     allowed = _affinity()
     pinned = list(cores) if cores is not None else [allowed[i % len(allowed)] for i in range(threads)]
 

@@ -32,6 +32,8 @@ __all__ = [
     "Framework",
     "KNOBS",
     "KNOB_NAMES",
+    "THREAD_VARIABLES",
+    "knob_environment",
     "FRAMEWORK_INFO",
     "FRAMEWORKS",
     "OPTIMIZERS",
@@ -130,8 +132,9 @@ class Knob:
         return value is None or value == self.off
 
 
-_ALL_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
-                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
+#: Every parallel library reads its own thread-count variable; all of them get ``threads``.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 _TORCH, _TF, _ORT = ("torch",), ("tensorflow",), ("onnxruntime",)
 
 #: Every knob, in ``Config`` field order (after ``framework``).
@@ -139,8 +142,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("batch_size", "int", 64, "Mini-batch size.", low=1, high=1_000_000, log=True,
          flag="--batch-size"),
     Knob("learning_rate", "float", 0.01, "Peak learning rate (the schedule scales it per step).",
-         low=0.0, high=10.0, low_open=True, log=True, encoding="log10", flag="--lr"),
-    Knob("epochs", "int", 1, "Training epochs (a schedule spans all of them).", low=1, high=10_000,
+         low=0.0, high=1e4, low_open=True, log=True, encoding="log10", flag="--lr"),
+    Knob("epochs", "int", 1, "Training epochs (a schedule spans all of them).", low=1, high=100_000,
          log=True, flag="--epochs"),
     Knob("optimizer", "choice", "sgd", "Optimizer; adamw is Adam with decoupled weight decay.",
          choices=OPTIMIZERS, encoding="cat", flag="--optimizer"),
@@ -165,7 +168,7 @@ KNOBS: tuple[Knob, ...] = (
          "Random horizontal flip of training images (refused where it changes labels, e.g. digits).",
          flag="--augment-flip"),
     Knob("threads", "int", 1, "Intra-op / BLAS / OpenMP threads; also the number of cores granted.",
-         low=1, high=4096, env={"*": _ALL_THREADS}, flag="--threads"),
+         low=1, high=4096, env={"*": (*THREAD_VARIABLES, "TF_NUM_INTRAOP_THREADS")}, flag="--threads"),
     Knob("inter_op_threads", "int", 1, "Inter-op threads (torch, tensorflow, onnxruntime).",
          low=1, high=4096, env={"*": ("TF_NUM_INTEROP_THREADS",)}, flag="--inter-op-threads"),
     Knob("onednn", "bool", None, "oneDNN on or off; default: the framework's.", nullable=True,
@@ -210,6 +213,24 @@ def knob_applies(knob: Knob, framework: str, target: str | None = None) -> bool:
     """Whether ``knob`` is honoured by ``framework`` (on ``target``, when given)."""
     return (knob.frameworks is None or framework in knob.frameworks) and (
         target is None or target in knob.targets)
+
+
+def knob_environment(config: Any) -> dict[str, str]:
+    """The environment variables a config's knobs set in its trial child (``env`` entries).
+
+    Booleans become ``1`` / ``0``; a knob left at ``None`` sets nothing.
+    """
+    out: dict[str, str] = {}
+    for knob in KNOBS:
+        if not knob.env:
+            continue
+        value = getattr(config, knob.name)
+        names = knob.env.get(config.framework, ()) + knob.env.get("*", ())
+        if value is None or not names:
+            continue
+        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        out.update(dict.fromkeys(names, text))
+    return out
 
 
 @dataclass(frozen=True)

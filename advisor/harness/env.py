@@ -11,19 +11,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from advisor.errors import invalid_parameter
+from advisor.knobs import THREAD_VARIABLES, knob_environment
 from advisor.records import Config
 
 __all__ = ["THREAD_VARIABLES", "allowed_cpus", "build_child_env", "resolve_cores"]
-
-# Every parallel library reads its own variable; all of them get ``config.threads``.
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 
 EVENT_FD_VARIABLE = "ADVISOR_EVENT_FD"
 
@@ -80,11 +71,7 @@ def build_child_env(
         unbuffered output, the fault handler) is set but not recorded.
     """
     env = dict(os.environ if base is None else base)
-    applied: dict[str, str] = {name: str(config.threads) for name in THREAD_VARIABLES}
-    applied["TF_NUM_INTRAOP_THREADS"] = str(config.threads)
-    applied["TF_NUM_INTEROP_THREADS"] = str(config.inter_op_threads)
-    if config.framework == "tensorflow" and config.onednn is not None:
-        applied["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
+    applied = knob_environment(config)  # threads, inter-op threads, TensorFlow's oneDNN switch
     applied["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if not config.is_cuda:
         # A CPU trial must not initialise (or hold memory on) a GPU, whatever the framework.

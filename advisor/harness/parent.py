@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import math
 import json
 import logging
 import os
@@ -145,7 +146,9 @@ class _Trial:
             self.kill("failed", f"progress channel: malformed {event.get('event')!r} event ({exc})")
             return
         if record is not None and self._monitor is not None:
-            record = dataclasses.replace(record, peak_memory_mb=round(self._monitor.peak_rss_mb, 1))
+            # Rounded down: the epoch's peak so far never exceeds the trial's final, unrounded peak.
+            peak = math.floor(self._monitor.peak_rss_mb * 10) / 10
+            record = dataclasses.replace(record, peak_memory_mb=peak)
             self.log.epochs[-1] = record
         if record is not None and self.on_epoch is not None and self.log.status is None:
             if self.on_epoch(record) is False:
