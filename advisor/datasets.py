@@ -22,7 +22,7 @@ from advisor._datasets.cache import cache_root
 from advisor._datasets.download import RemoteFile, download_dataset, download_file
 from advisor._datasets.load import LoadedDataset, SourceReport, inspect_source, load
 from advisor._datasets.readers import read_cifar_binary, read_cifar_python, read_idx, read_npz
-from advisor._datasets.registry import DatasetInfo, get_info, list_datasets
+from advisor._datasets.registry import DatasetInfo, check_flip, get_info, list_datasets, refused_knobs
 from advisor._datasets.sources import SourceFiles, find_files
 from advisor._datasets.subset import standardise, stratified_indices
 
@@ -31,6 +31,8 @@ __all__ = [
     "LoadedDataset",
     "list_datasets",
     "get_info",
+    "check_flip",
+    "refused_knobs",
     "load",
     "inspect_source",
     "SourceReport",

@@ -22,7 +22,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -243,8 +243,20 @@ class _Candidate:
     space_params: dict[str, Any] | None
 
 
+def unseen_knobs(schema: Any) -> frozenset[str]:
+    """Knobs a surrogate cannot see (fitted before they existed): candidates keep their defaults,
+    since a prediction blind to a knob would pick its values at random."""
+    from advisor.knobs import KNOBS
+    from advisor.surrogate.features import FEATURES
+
+    known = {f.name for f in schema.features}
+    seen = {name for name in (f.name for f in FEATURES) if name in known}
+    return frozenset(k.name for k in KNOBS if k.encoding != "none"
+                     and k.name not in seen and f"log10_{k.name}" not in seen)
+
+
 def _candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str], *,
-                per_framework: int, seed: int) -> list[_Candidate]:
+                per_framework: int, seed: int, exclude: Collection[str] = ()) -> list[_Candidate]:
     from advisor import space as spaces
     from advisor.presets import PRESETS
 
@@ -259,7 +271,7 @@ def _candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str
         usable.append(fw)
         sp = spaces.load_space(name, cores=target.cores)
         for _ in range(per_framework):
-            params = sp.sample(rng)
+            params = sp.sample(rng, exclude=exclude)
             out.append(_Candidate(sp.to_config(params), f"space:{name}", params))
     device = "cuda" if target.device_kind == "gpu" else "cpu"
     presets = [p for p in PRESETS.values() if p.dataset == workload.dataset] or list(PRESETS.values())
@@ -615,7 +627,15 @@ def recommend(
     target = resolve_target(device_kind, gpu_model=gpu_model, cores=cores, profile=profile)
     kb, surrogate, notes, model_where = _load(table, model_dir, seed, on_progress)
 
-    cands = _candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed)
+    from advisor.datasets import refused_knobs
+
+    from advisor.hardware import cpu_bf16_support
+
+    exclude = unseen_knobs(surrogate.schema) | refused_knobs(workload.dataset)
+    if target.device_kind == "cpu" and cpu_bf16_support() is None:
+        exclude |= {"bfloat16"}
+    cands = _candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed,
+                        exclude=exclude)
     if not cands:
         raise SurrogateError(f"No framework among {', '.join(fws)} has a search space for the {device_kind} target.")
     from advisor.surrogate.features import encode

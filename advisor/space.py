@@ -29,7 +29,7 @@ import os
 import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 import yaml
@@ -164,6 +164,11 @@ class Param:
         return data
 
 
+def _knob_name(name: str) -> str:
+    """The knob of a parameter name (``torch.batch_size`` in a combined space)."""
+    return name.rsplit(".", 1)[-1]
+
+
 def _same(a: Any, b: Any) -> bool:
     # 1 == True in Python; a categorical of booleans must not accept 1.
     return type(a) is type(b) and a == b or (
@@ -214,11 +219,17 @@ class SearchSpace:
         """The parameters whose conditions hold for ``chosen``."""
         return [p for p in self.params if p.is_active(chosen)]
 
-    def sample(self, rng: np.random.Generator) -> dict[str, Any]:
-        """Draw one valid point: every active parameter once, in order, respecting conditions."""
+    def sample(self, rng: np.random.Generator, *, exclude: Collection[str] = ()) -> dict[str, Any]:
+        """Draw one valid point: every active parameter once, in order, respecting conditions.
+
+        Args:
+            rng: The random stream.
+            exclude: Knobs not to draw (they keep their defaults), e.g. ``augment_flip`` on a
+                dataset whose mirrored images change class.
+        """
         chosen: dict[str, Any] = {}
         for p in self.params:
-            if p.is_active(chosen):
+            if p.is_active(chosen) and _knob_name(p.name) not in exclude:
                 chosen[p.name] = p.sample(rng)
         return chosen
 

@@ -146,7 +146,7 @@ def test_adamw_weight_decay_is_decoupled() -> None:
 
 
 def test_sgd_with_weight_decay_is_refused() -> None:
-    # The record refuses it before any trial starts; the trainer keeps its own check as well.
+    # The record refuses it before any trial starts, so the trainer never sees it.
     with pytest.raises(InvalidParameterError, match="has no weight decay"):
         Config(framework="onnxruntime", optimizer="sgd", weight_decay=1e-4)
 
@@ -196,3 +196,103 @@ def test_cuda_without_gpu_raises_device_error() -> None:
         assert "onnxruntime sees no GPU" in str(exc) and "\n" not in str(exc)
     else:
         pytest.skip("onnxruntime created a CUDA session here; the missing-GPU path cannot be tested")
+
+
+# ------------------------------------------------------------------ recipe knobs (advisor.knobs)
+
+
+@pytest.mark.parametrize(("schedule", "warmup", "optimizer"), [
+    ("onecycle", 0.2, "sgd"), ("cosine", 0.0, "adamw"), ("step", 0.0, "adam"),
+])
+def test_learning_rate_applied_per_step_follows_the_schedule(digits, schedule: str, warmup: float,
+                                                             optimizer: str) -> None:
+    from advisor.frameworks.base import learning_rate_at
+
+    config = Config(framework="onnxruntime", optimizer=optimizer, learning_rate=0.05, batch_size=8, epochs=3,
+                    schedule=schedule, warmup_fraction=warmup)
+    trainer = OnnxRuntimeTrainer(config)
+    trainer.configure()
+    trainer.build(get_model("lenet5"), (8, 8, 1), 10)
+    x, y = digits["x_train"][:40], digits["y_train"][:40]
+    trainer.plan(5)  # 40 samples at batch 8: 5 steps an epoch, 15 in all
+    seen = []
+    try:
+        for step in range(15):
+            start = (step % 5) * 8
+            trainer.train_epoch(x[start:start + 8], y[start:start + 8])  # one batch: one step
+            seen.append(trainer.current_learning_rate())  # ORT's get_learning_rate
+    finally:
+        trainer.close()
+    expected = [learning_rate_at(config, t, 15) for t in range(15)]
+    assert seen == pytest.approx(expected, rel=1e-6)  # ORT keeps the rate as float32
+    assert len(set(seen)) > 2
+
+
+def test_a_constant_rate_is_set_once(digits) -> None:
+    config = Config(framework="onnxruntime", optimizer="adam", learning_rate=1e-3, batch_size=32, epochs=2)
+    trainer = OnnxRuntimeTrainer(config)
+    trainer.configure()
+    trainer.build(get_model("mlp"), (8, 8, 1), 10)
+    calls: list[float] = []
+    real = trainer.optimizer_.set_learning_rate
+    trainer.optimizer_.set_learning_rate = lambda rate: (calls.append(rate), real(rate))
+    try:
+        trainer.plan(10)
+        trainer.train_epoch(digits["x_train"][:320], digits["y_train"][:320])
+        trainer.train_epoch(digits["x_train"][:320], digits["y_train"][:320])
+        assert calls == [] and trainer.current_learning_rate() == pytest.approx(1e-3)
+    finally:
+        trainer.close()
+
+
+def test_adamw_is_the_same_ort_optimizer_as_adam() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 4, 4, 1)).astype(np.float32)
+    y = rng.integers(0, 3, 32).astype(np.int64)
+    params, described = {}, {}
+    for optimizer in ("adam", "adamw"):
+        trainer = OnnxRuntimeTrainer(Config(framework="onnxruntime", optimizer=optimizer, batch_size=16,
+                                            learning_rate=0.01, weight_decay=0.1, seed=3))
+        trainer.configure()
+        trainer.build(get_model("mlp"), (4, 4, 1), 3)
+        before = trainer.module_.get_contiguous_parameters().numpy().copy()
+        trainer.train_epoch(x, y)
+        params[optimizer] = trainer.module_.get_contiguous_parameters().numpy().copy()
+        described[optimizer] = trainer.describe()
+        trainer.close()
+    np.testing.assert_array_equal(params["adam"], params["adamw"])
+    assert np.abs(params["adamw"] - before).max() > 1e-3  # it trained
+    assert described["adamw"]["ort_optimizer"] == "AdamW"
+    assert described["adamw"]["weight_decay_kind"] == "decoupled"
+
+
+def test_augmentation_changes_training_batches_but_never_the_test_set(digits) -> None:
+    seen: dict[str, list[np.ndarray]] = {"x": [], "y": [], "test": []}
+
+    class Recording(OnnxRuntimeTrainer):
+        def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
+            seen["x"].append(np.array(x))
+            seen["y"].append(np.array(y))
+            return super().train_epoch(x, y)
+
+        def predict(self, x: np.ndarray) -> np.ndarray:
+            seen["test"].append(np.array(x))
+            return super().predict(x)
+
+    config = Config(framework="onnxruntime", batch_size=64, learning_rate=0.05, epochs=2, augment_translate=2,
+                    augment_flip=True, seed=4)
+    trainer = Recording(config)
+    trainer.configure()
+    try:
+        run_protocol(trainer, get_model("lenet5"), num_classes=10, config=config, emit=lambda e: None, **digits)
+    finally:
+        trainer.close()
+    rng = np.random.default_rng(config.seed)  # the protocol's shuffling stream
+    for x, y in zip(seen["x"], seen["y"]):
+        order = rng.permutation(len(digits["x_train"]))
+        np.testing.assert_array_equal(y, digits["y_train"][order])
+        raw = digits["x_train"][order]
+        assert x.shape == raw.shape
+        assert np.mean(np.any(x != raw, axis=(1, 2, 3))) > 0.8  # most images moved or were mirrored
+    assert len(seen["x"]) == 2 and len(seen["test"]) == 3  # two evaluations and the timed predict
+    assert all(np.array_equal(t, digits["x_test"]) for t in seen["test"])

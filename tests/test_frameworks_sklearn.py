@@ -181,3 +181,156 @@ def test_optimizer_steps_follow_their_definitions() -> None:
             else:  # Adam's first step moves by lr * sign(g + wd * p)
                 # atol: Adam's eps in the denominator matters where g + wd * p is tiny.
                 np.testing.assert_allclose(new, old - 0.1 * np.sign(0.2 + 0.5 * old), atol=1e-5)
+
+
+# ------------------------------------------------------------------ recipe knobs (advisor.knobs)
+
+
+@pytest.mark.parametrize("model", ["mlp", "lenet5"])  # MLPClassifier, then the numpy engine
+@pytest.mark.parametrize(("schedule", "warmup", "optimizer"), [
+    ("onecycle", 0.2, "momentum"), ("cosine", 0.0, "adam"), ("step", 0.0, "sgd"),
+])
+def test_learning_rate_applied_per_step_follows_the_schedule(digits, model: str, schedule: str, warmup: float,
+                                                             optimizer: str) -> None:
+    from advisor.frameworks.base import learning_rate_at
+
+    config = Config(framework="sklearn", optimizer=optimizer, momentum=0.9 if optimizer == "momentum" else 0.0,
+                    learning_rate=0.05, batch_size=8, epochs=3, schedule=schedule, warmup_fraction=warmup)
+    trainer = SklearnTrainer(config)
+    trainer.build(models.get_model(model), (8, 8, 1), 10)
+    x, y = digits["x_train"][:40], digits["y_train"][:40]
+    trainer.plan(5)  # 40 samples at batch 8: 5 steps an epoch, 15 in all
+    seen = []
+    for step in range(15):
+        start = (step % 5) * 8
+        trainer.train_epoch(x[start:start + 8], y[start:start + 8])  # one batch: one step
+        seen.append(trainer.current_learning_rate())  # what the optimizer itself holds
+    expected = [learning_rate_at(config, t, 15) for t in range(15)]
+    assert seen == pytest.approx(expected, rel=1e-12)
+    assert len(set(seen)) > 2
+    if model == "mlp":
+        assert len(trainer.mlp_.loss_curve_) == 15  # one partial_fit per step
+
+
+def test_a_constant_rate_keeps_one_partial_fit_per_epoch(digits) -> None:
+    config = Config(framework="sklearn", learning_rate=0.05, batch_size=32, epochs=2)
+    trainer = SklearnTrainer(config)
+    trainer.build(models.get_model("mlp"), (8, 8, 1), 10)
+    trainer.plan(11)
+    for _ in range(2):
+        trainer.train_epoch(digits["x_train"][:320], digits["y_train"][:320])
+    assert len(trainer.mlp_.loss_curve_) == 2 and trainer.current_learning_rate() == 0.05
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_mlp_momentum_under_a_changing_rate_follows_torch(nesterov: bool) -> None:
+    """Two full-batch steps whose rates differ tenfold: the second update must be torch's
+    lr1 * (m * g0 + g1) (Nesterov: lr1 * (g1 + m * (m * g0 + g1))), not sklearn's m * lr0 * g0 + lr1 * g1."""
+    import copy
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 4, 4, 1)).astype(np.float32)
+    y = np.arange(16) % 3
+    m = 0.9
+    trainer = SklearnTrainer(Config(framework="sklearn", optimizer="momentum", momentum=m, nesterov=nesterov,
+                                    learning_rate=0.1, batch_size=16, epochs=2, schedule="step"))
+    trainer.build(models.get_model("mlp"), (4, 4, 1), 3)
+    trainer.plan(1)  # two steps: the step schedule runs step 1 at a tenth of the rate
+    lr0, lr1 = trainer.lr_at(0), trainer.lr_at(1)
+
+    def params() -> list[np.ndarray]:
+        return [p.copy() for p in (*trainer.mlp_.coefs_, *trainer.mlp_.intercepts_)]
+
+    trainer.train_epoch(x, y)
+    p1 = params()
+    # The gradient at p1: one plain step of size 1 from a copy.
+    probe = copy.deepcopy(trainer.mlp_)
+    probe._optimizer.momentum, probe._optimizer.learning_rate = 0.0, 1.0
+    with np.errstate(all="ignore"):
+        probe.partial_fit(x.reshape(16, -1), y)
+    g1 = [a - b for a, b in zip(p1, (*probe.coefs_, *probe.intercepts_))]
+    # The first step started from a zero velocity: p1 = p0 - lr0 * (1 + m if Nesterov else 1) * g0.
+    v1 = trainer.mlp_._optimizer.velocities  # sklearn's v = -lr0 * g0
+    g0 = [-v / lr0 for v in v1]
+    trainer.train_epoch(x, y)
+    for a, b, c, d in zip(p1, params(), g0, g1):
+        buf = m * c + d
+        step = d + m * buf if nesterov else buf
+        np.testing.assert_allclose(b, a - lr1 * step, rtol=1e-6, atol=1e-9)
+    assert max(np.abs(m * (lr0 - lr1) * c).max() for c in g0) > 1e-3  # sklearn's own rule would fail
+
+
+def test_numpy_engine_nesterov_is_torchs() -> None:
+    """Two hand-computed steps of torch's SGD(nesterov=True): buf = m * buf + g; p -= lr * (g + m * buf)."""
+    spec = models.get_model("lenet5")
+    lr, m = 0.1, 0.9
+    nets = {n: NumpyNet(spec, (8, 8, 1), 3, optimizer="momentum", learning_rate=lr, momentum=m, nesterov=n,
+                        dtype=np.float64) for n in (False, True)}
+    start = [p.copy() for p in nets[True].params]
+    for g_value in (0.2, -0.3):
+        for net in nets.values():
+            for g in net.grads:
+                g[...] = g_value
+            net.step()
+    buf1 = 0.2
+    buf2 = m * buf1 - 0.3
+    for p0, p2 in zip(start, nets[True].params):
+        p1 = p0 - lr * (0.2 + m * buf1)
+        np.testing.assert_allclose(p2, p1 - lr * (-0.3 + m * buf2))
+    # Plain momentum ends elsewhere: p0 - lr * (buf1 + buf2).
+    for p0, plain, nest in zip(start, nets[False].params, nets[True].params):
+        np.testing.assert_allclose(plain, p0 - lr * (buf1 + buf2))
+        assert np.abs(plain - nest).min() > 1e-3
+
+
+def test_nesterov_reaches_both_engines(digits) -> None:
+    config = Config(framework="sklearn", optimizer="momentum", momentum=0.9, nesterov=True, learning_rate=0.05,
+                    batch_size=32)
+    mlp, cnn = SklearnTrainer(config), SklearnTrainer(config)
+    mlp.build(models.get_model("mlp"), (8, 8, 1), 10)
+    cnn.build(models.get_model("lenet5"), (8, 8, 1), 10)
+    assert mlp.mlp_.get_params()["nesterovs_momentum"] is True
+    assert cnn.net_ is not None and cnn.net_.nesterov is True
+    # and it changes the numpy engine's trajectory against plain momentum
+    plain = SklearnTrainer(Config(**{**config.to_dict(), "nesterov": False}))
+    plain.build(models.get_model("lenet5"), (8, 8, 1), 10)
+    x, y = digits["x_train"][:64], digits["y_train"][:64]
+    for trainer in (cnn, plain):
+        trainer.plan(2)
+        trainer.train_epoch(x, y)
+    assert plain.net_ is not None
+    diff = max(np.abs(a - b).max() for a, b in zip(cnn.net_.params, plain.net_.params))
+    assert diff > 1e-4
+
+
+def test_augmentation_changes_training_batches_but_never_the_test_set(digits) -> None:
+    seen: dict[str, list[np.ndarray]] = {"x": [], "y": [], "test": []}
+
+    class Recording(SklearnTrainer):
+        def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
+            seen["x"].append(np.array(x))
+            seen["y"].append(np.array(y))
+            return super().train_epoch(x, y)
+
+        def predict(self, x: np.ndarray) -> np.ndarray:
+            seen["test"].append(np.array(x))
+            return super().predict(x)
+
+    config = Config(framework="sklearn", batch_size=64, learning_rate=0.05, epochs=2, augment_translate=2,
+                    augment_flip=True, seed=4)
+    trainer = Recording(config)
+    trainer.configure()
+    try:
+        run_protocol(trainer, models.get_model("mlp"), num_classes=10, config=config, emit=lambda e: None,
+                     **digits)
+    finally:
+        trainer.close()
+    rng = np.random.default_rng(config.seed)  # the protocol's shuffling stream
+    for x, y in zip(seen["x"], seen["y"]):
+        order = rng.permutation(len(digits["x_train"]))
+        np.testing.assert_array_equal(y, digits["y_train"][order])
+        raw = digits["x_train"][order]
+        assert x.shape == raw.shape
+        assert np.mean(np.any(x != raw, axis=(1, 2, 3))) > 0.8  # most images moved or were mirrored
+    assert len(seen["x"]) == 2 and len(seen["test"]) == 3  # two evaluations and the timed predict
+    assert all(np.array_equal(t, digits["x_test"]) for t in seen["test"])

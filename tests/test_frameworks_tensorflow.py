@@ -173,3 +173,189 @@ def test_cuda_without_gpu_raises_device_error() -> None:
     with pytest.raises(DeviceError, match="tensorflow sees no GPU") as info:
         trainer.configure()
     assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------ recipe knobs (advisor.knobs)
+
+
+@pytest.mark.parametrize(("schedule", "warmup", "xla"), [
+    ("onecycle", 0.2, False), ("cosine", 0.0, False), ("step", 0.0, False), ("cosine", 0.0, True),
+])
+def test_learning_rate_applied_per_step_follows_the_schedule(digits, schedule: str, warmup: float,
+                                                             xla: bool) -> None:
+    from advisor.frameworks.base import learning_rate_at
+
+    config = Config(framework="tensorflow", optimizer="momentum", momentum=0.9, learning_rate=0.5,
+                    batch_size=8, epochs=3, schedule=schedule, warmup_fraction=warmup, xla=xla or None)
+    trainer = TensorFlowTrainer(config)
+    trainer.configure()
+    trainer.build(get_model("lenet5"), (8, 8, 1), 10)
+    x, y = digits["x_train"][:40], digits["y_train"][:40]
+    trainer.plan(5)  # 40 samples at batch 8: 5 steps an epoch, 15 in all
+    seen = []
+    try:
+        for step in range(15):
+            start = (step % 5) * 8
+            trainer.train_epoch(x[start:start + 8], y[start:start + 8])  # one batch: one step
+            seen.append(trainer.current_learning_rate())  # read back from the rate variable
+        assert trainer._train_step.experimental_get_tracing_count() == 1  # the rate never retraces
+    finally:
+        trainer.close()
+    expected = [learning_rate_at(config, t, 15) for t in range(15)]
+    assert seen == pytest.approx(expected, rel=1e-6)  # float32 variable
+    assert len(set(seen)) > 2
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_momentum_under_a_changing_rate_follows_torch(nesterov: bool) -> None:
+    """Two full-batch steps whose rates differ tenfold: the second update must be torch's
+    lr1 * (m * g0 + g1) (Nesterov: lr1 * (g1 + m * (m * g0 + g1))), not Keras' m * lr0 * g0 + lr1 * g1."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 4, 4, 1)).astype(np.float32)
+    y = rng.integers(0, 3, 16).astype(np.int64)
+    m = 0.9
+    config = Config(framework="tensorflow", optimizer="momentum", momentum=m, nesterov=nesterov,
+                    learning_rate=0.1, batch_size=16, epochs=2, schedule="step", seed=1)
+    trainer = TensorFlowTrainer(config)
+    trainer.configure()
+    trainer.build(get_model("mlp"), (4, 4, 1), 3)
+    trainer.plan(1)  # two steps: the step schedule runs step 1 at a tenth of the rate
+    lr0, lr1 = trainer.lr_at(0), trainer.lr_at(1)
+    assert lr1 == pytest.approx(lr0 / 10)
+    variables = trainer.model_.trainable_variables
+
+    def grads() -> list[np.ndarray]:
+        with tf.GradientTape() as tape:
+            loss = trainer.loss_fn_(tf.constant(y), trainer.model_(x, training=True))
+        return [g.numpy() for g in tape.gradient(loss, variables)]
+
+    try:
+        g0 = grads()
+        trainer.train_epoch(x, y)
+        p1, g1 = [v.numpy().copy() for v in variables], grads()
+        trainer.train_epoch(x, y)
+        p2 = [v.numpy() for v in variables]
+    finally:
+        trainer.close()
+    for a, b, c, d in zip(p1, p2, g0, g1):
+        buf = m * c + d
+        step = d + m * buf if nesterov else buf
+        np.testing.assert_allclose(b, a - lr1 * step, rtol=1e-4, atol=1e-6)
+    assert max(np.abs(m * (lr0 - lr1) * c).max() for c in g0) > 1e-3  # Keras' own rule would fail
+
+
+def test_augmentation_changes_training_batches_but_never_the_test_set(digits) -> None:
+    seen: dict[str, list[np.ndarray]] = {"x": [], "y": [], "test": []}
+
+    class Recording(TensorFlowTrainer):
+        def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
+            seen["x"].append(np.array(x))
+            seen["y"].append(np.array(y))
+            return super().train_epoch(x, y)
+
+        def predict(self, x: np.ndarray) -> np.ndarray:
+            seen["test"].append(np.array(x))
+            return super().predict(x)
+
+    config = Config(framework="tensorflow", batch_size=64, learning_rate=0.05, epochs=2, augment_translate=2,
+                    augment_flip=True, seed=4)
+    trainer = Recording(config)
+    trainer.configure()
+    try:
+        run_protocol(trainer, get_model("lenet5"), num_classes=10, config=config, emit=lambda e: None, **digits)
+    finally:
+        trainer.close()
+    rng = np.random.default_rng(config.seed)  # the protocol's shuffling stream
+    for x, y in zip(seen["x"], seen["y"]):
+        order = rng.permutation(len(digits["x_train"]))
+        np.testing.assert_array_equal(y, digits["y_train"][order])
+        raw = digits["x_train"][order]
+        assert x.shape == raw.shape
+        assert np.mean(np.any(x != raw, axis=(1, 2, 3))) > 0.8  # most images moved or were mirrored
+    assert len(seen["x"]) == 2 and len(seen["test"]) == 3  # two evaluations and the timed predict
+    assert all(np.array_equal(t, digits["x_test"]) for t in seen["test"])
+
+
+def test_label_smoothing_is_torchs_definition() -> None:
+    eps = 0.1
+    trainer = TensorFlowTrainer(Config(framework="tensorflow", label_smoothing=eps))
+    trainer.configure()
+    try:
+        trainer.build(get_model("mlp"), (4, 4, 1), 4)
+        logits = np.array([[2.0, -1.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0]], dtype=np.float32)
+        labels = np.array([0, 3])
+        got = float(trainer.loss_fn_(tf.constant(labels), tf.constant(logits)))
+    finally:
+        trainer.close()
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    target = np.full((2, 4), eps / 4)
+    target[[0, 1], labels] += 1 - eps
+    expected = float(np.mean(-(target * log_p).sum(axis=1)))
+    assert got == pytest.approx(expected, rel=1e-6)
+    plain = float(np.mean(-log_p[[0, 1], labels]))
+    assert abs(expected - plain) > 0.05  # the smoothing is visible at this tolerance
+
+
+def test_adamw_decay_is_decoupled_and_adds_no_regularization_loss() -> None:
+    """One step: AdamW's decay moves each weight by exactly -lr * wd * w beyond the Adam step."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 4, 4, 1)).astype(np.float32)
+    y = rng.integers(0, 3, 16).astype(np.int64)
+    lr, wd = 0.01, 0.2
+    weights = {}
+    for decay in (0.0, wd):
+        trainer = TensorFlowTrainer(Config(framework="tensorflow", optimizer="adamw", batch_size=16,
+                                           learning_rate=lr, weight_decay=decay, seed=3))
+        trainer.configure()
+        trainer.build(get_model("mlp"), (4, 4, 1), 3)
+        assert trainer.model_.losses == []  # no L2 penalty on any layer
+        assert trainer.describe()["weight_decay_kind"] == ("decoupled" if decay else "none")
+        before = [v.numpy().copy() for v in trainer.model_.trainable_variables]
+        trainer.train_epoch(x, y)
+        weights[decay] = (before, [v.numpy() for v in trainer.model_.trainable_variables])
+        trainer.close()
+    (start, plain), (_, decayed) = weights[0.0], weights[wd]
+    for w0, a, b in zip(start, plain, decayed):
+        np.testing.assert_allclose(b - a, -lr * wd * w0, atol=1e-6)
+    assert max(np.abs(lr * wd * w0).max() for w0 in start) > 1e-4
+
+
+def test_nesterov_reaches_the_keras_optimizer() -> None:
+    trainer = TensorFlowTrainer(Config(framework="tensorflow", optimizer="momentum", momentum=0.9, nesterov=True))
+    trainer.configure()
+    try:
+        trainer.build(get_model("mlp"), (4, 4, 1), 3)
+        assert trainer.optimizer_.nesterov is True and trainer.optimizer_.momentum == 0.9
+    finally:
+        trainer.close()
+
+
+def test_bfloat16_is_refused_in_one_line_without_cpu_support(monkeypatch) -> None:
+    import advisor.hardware
+
+    monkeypatch.setattr(advisor.hardware, "cpu_bf16_support", lambda: None)
+    with pytest.raises(DeviceError) as info:
+        TensorFlowTrainer(Config(framework="tensorflow", bfloat16=True)).configure()
+    assert "avx512_bf16" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bfloat16_computes_in_bfloat16_with_a_float32_classifier(monkeypatch) -> None:
+    import advisor.hardware
+
+    # Whether the CPU has native bfloat16 only decides speed; the policy is the same either way.
+    monkeypatch.setattr(advisor.hardware, "cpu_bf16_support", lambda: "avx512_bf16")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 8, 8, 1)).astype(np.float32)
+    y = rng.integers(0, 10, 32).astype(np.int64)
+    trainer = TensorFlowTrainer(Config(framework="tensorflow", bfloat16=True, batch_size=16))
+    try:
+        assert trainer.configure()["bfloat16"] is True
+        trainer.build(get_model("lenet5"), (8, 8, 1), 10)
+        assert trainer.describe()["dtype_policy"] == "mixed_bfloat16"
+        layers = [l for l in trainer.model_.layers if l.weights]
+        assert layers[0].compute_dtype == "bfloat16" and layers[-1].compute_dtype == "float32"
+        assert all(v.dtype == "float32" for v in trainer.model_.trainable_variables)
+        assert np.isfinite(trainer.train_epoch(x, y))
+        assert trainer.predict(x).shape == (32,)
+    finally:
+        trainer.close()

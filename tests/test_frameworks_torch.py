@@ -212,3 +212,103 @@ def test_cuda_mixed_precision_trains_and_reports_memory(digits: dict[str, np.nda
 def test_cuda_index_out_of_range_is_a_device_error() -> None:
     with pytest.raises(DeviceError, match="requested but torch sees only"):
         TorchTrainer(Config(framework="torch", device=f"cuda:{torch.cuda.device_count()}")).configure()
+
+
+# ------------------------------------------------------------------ recipe knobs (advisor.knobs)
+
+
+@pytest.mark.parametrize("schedule,warmup", [("onecycle", 0.2), ("cosine", 0.0), ("step", 0.1), ("inv", 0.0)])
+def test_learning_rate_applied_per_step_follows_the_schedule(digits, schedule: str, warmup: float) -> None:
+    from advisor.frameworks.base import learning_rate_at
+
+    config = Config(framework="torch", optimizer="momentum", momentum=0.9, nesterov=True, learning_rate=0.5,
+                    batch_size=8, epochs=3, schedule=schedule, warmup_fraction=warmup)
+    trainer = TorchTrainer(config)
+    trainer.configure()
+    trainer.build(models.get_model("lenet5"), (8, 8, 1), 10)
+    x, y = digits["x_train"][:40], digits["y_train"][:40]
+    trainer.plan(5)  # 40 samples at batch 8: 5 steps an epoch, 15 in all
+    seen = []
+    for step in range(15):
+        start = (step % 5) * 8
+        trainer.train_epoch(x[start:start + 8], y[start:start + 8])  # one batch: one optimizer step
+        seen.append(trainer.current_learning_rate())
+    expected = [learning_rate_at(config, t, 15) for t in range(15)]
+    assert seen == pytest.approx(expected, rel=1e-12)
+    assert len(set(seen)) > 2  # the schedule really moved the rate
+    if schedule == "onecycle":
+        # warm-up over round(0.2 * 15) = 3 steps, then a linear fall from the peak
+        assert seen[0] < seen[1] < seen[2] == seen[3] == 0.5 > seen[4] > seen[-1] > 0
+
+
+def test_augmentation_changes_training_batches_but_never_the_test_set(digits) -> None:
+    seen: dict[str, list[np.ndarray]] = {"train": [], "test": []}
+
+    class Recording(TorchTrainer):
+        def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
+            seen["train"].append(np.array(x))
+            return super().train_epoch(x, y)
+
+        def predict(self, x: np.ndarray) -> np.ndarray:
+            seen["test"].append(np.array(x))
+            return super().predict(x)
+
+    def run(**knobs: Any) -> None:
+        config = Config(framework="torch", batch_size=32, learning_rate=0.05, epochs=2, **knobs)
+        trainer = Recording(config)
+        trainer.configure()
+        run_protocol(trainer, models.get_model("lenet5"), num_classes=10, config=config, emit=lambda e: None,
+                     **digits)
+
+    run()
+    plain_train, plain_test = seen["train"][:], seen["test"][:]
+    seen["train"].clear(), seen["test"].clear()
+    run(augment_translate=2, augment_flip=True)
+    for plain, augmented in zip(plain_train, seen["train"]):
+        assert plain.shape == augmented.shape
+        changed = np.mean(np.any(plain != augmented, axis=(1, 2, 3)))
+        assert changed > 0.8  # most images moved or were mirrored
+    assert all(np.array_equal(a, digits["x_test"]) for a in seen["test"])
+    assert len(seen["test"]) == len(plain_test)
+
+
+def test_label_smoothing_adamw_and_nesterov_reach_the_torch_objects() -> None:
+    config = Config(framework="torch", optimizer="adamw", weight_decay=0.05, label_smoothing=0.1)
+    trainer = TorchTrainer(config)
+    trainer.configure()
+    trainer.build(models.get_model("mlp"), (8, 8, 1), 10)
+    assert isinstance(trainer.optimizer_, torch.optim.AdamW)
+    assert trainer.optimizer_.param_groups[0]["weight_decay"] == 0.05
+    assert trainer.loss_fn_.label_smoothing == 0.1
+    logits = torch.zeros(1, 10)
+    # uniform logits: smoothing does not change the loss; a confident right answer costs more
+    assert float(trainer.loss_fn_(logits, torch.tensor([3]))) == pytest.approx(math.log(10))
+    sharp = torch.full((1, 10), -20.0)
+    sharp[0, 3] = 20.0
+    expected = -(0.9 + 0.1 / 10) * 0.0 - (0.1 / 10) * 9 * (-40.0)
+    assert float(trainer.loss_fn_(sharp, torch.tensor([3]))) == pytest.approx(expected, rel=1e-4)
+    nesterov = TorchTrainer(Config(framework="torch", optimizer="momentum", momentum=0.9, nesterov=True))
+    nesterov.configure()
+    nesterov.build(models.get_model("mlp"), (8, 8, 1), 10)
+    assert nesterov.optimizer_.param_groups[0]["nesterov"] is True
+
+
+def test_bfloat16_is_refused_in_one_line_without_cpu_support(monkeypatch) -> None:
+    import advisor.hardware
+
+    monkeypatch.setattr(advisor.hardware, "cpu_bf16_support", lambda: None)
+    with pytest.raises(DeviceError) as info:
+        TorchTrainer(Config(framework="torch", bfloat16=True)).configure()
+    assert "avx512_bf16" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_compile_reports_its_time_apart_and_trains(digits) -> None:
+    config = Config(framework="torch", batch_size=64, learning_rate=0.05, epochs=1, compile=True,
+                    channels_last=True)
+    trainer = TorchTrainer(config)
+    trainer.configure()
+    result = run_protocol(trainer, models.get_model("lenet5"), num_classes=10, config=config,
+                          emit=lambda e: None, **digits)
+    assert result.description["compile_time_s"] > 0
+    assert result.description["memory_format"] == "channels_last"

@@ -33,9 +33,13 @@ def test_every_builtin_space_validates_and_samples_valid_configs() -> None:
 
 def test_framework_specific_knobs() -> None:
     ort = load_space("onnxruntime-cpu")
-    assert set(ort.param("optimizer").choices) == {"sgd", "adam"}
+    assert set(ort.param("optimizer").choices) == {"sgd", "adam", "adamw"}
     assert "momentum" in ort.description.lower() and "weight decay" in ort.description.lower()
-    assert ort.param("weight_decay").when == (("optimizer", ("adam",)),)
+    assert ort.param("weight_decay").when == (("optimizer", ("adam", "adamw")),)
+    assert not {p.name for p in ort.params} & {"label_smoothing", "nesterov", "compile"}
+    torch_cpu = {p.name for p in load_space("torch-cpu").params}
+    assert {"schedule", "warmup_fraction", "label_smoothing", "augment_translate", "augment_flip",
+            "nesterov", "channels_last", "bfloat16", "compile"} <= torch_cpu
     sk = {p.name for p in load_space("sklearn-cpu").params}
     assert not sk & {"onednn", "xla"}
     tf = {p.name for p in load_space("tensorflow-cpu").params}

@@ -44,6 +44,9 @@ class DatasetInfo:
             (:func:`advisor._datasets.landmark.landmark_score`), measured once on the real data and
             recorded here; ``None`` where it was not measured (no data at hand) or has no meaning
             (synthetic data).
+        flip_preserves_label: Whether a horizontal mirror image keeps its class (clothes and
+            CIFAR-10's objects yes; digits no), which decides whether ``augment_flip`` is offered;
+            ``None`` where it is the user's call (their own ``.npz``, synthetic data).
     """
 
     name: str
@@ -55,6 +58,7 @@ class DatasetInfo:
     source: str
     description: str
     landmark: float | None = None
+    flip_preserves_label: bool | None = None
 
     def __post_init__(self) -> None:
         shape = self.input_shape
@@ -87,13 +91,13 @@ _REGISTRY: dict[str, DatasetInfo] = {
             name="digits", input_shape=(8, 8, 1), num_classes=10, train_size=1_437, test_size=360,
             synthetic=False, source="scikit-learn (sklearn.datasets.load_digits, ships with the package)",
             description="1,797 real 8x8 handwritten digits, split 1,437/360 stratified with a fixed seed",
-            landmark=0.9433,
+            landmark=0.9433, flip_preserves_label=False,
         ),
         DatasetInfo(
             name="mnist", input_shape=(28, 28, 1), num_classes=10, train_size=60_000, test_size=10_000,
             synthetic=False, source="https://ossci-datasets.s3.amazonaws.com/mnist/",
             description="MNIST handwritten digits, 28x28 grey (IDX files)",
-            landmark=0.7967,
+            landmark=0.7967, flip_preserves_label=False,
         ),
         # MIT licence, (c) 2017 Zalando SE; cite Xiao, Rasul and Vollgraf (2017), arXiv:1708.07747.
         DatasetInfo(
@@ -101,18 +105,41 @@ _REGISTRY: dict[str, DatasetInfo] = {
             test_size=10_000, synthetic=False,
             source="http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
             description="Zalando Fashion-MNIST clothing images, 28x28 grey (IDX files)",
-            landmark=0.7133,
+            landmark=0.7133, flip_preserves_label=True,
         ),
         DatasetInfo(
             name="cifar10", input_shape=(32, 32, 3), num_classes=10, train_size=50_000, test_size=10_000,
             synthetic=False, source="https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
             description="CIFAR-10 colour images, 32x32x3 (binary or python version)",
             landmark=0.2133,  # measured on a copy with 3 of the 5 training batches
+            flip_preserves_label=True,
         ),
     )
 }
 _ALIASES = {"cifar-10": "cifar10", "cifar_10": "cifar10", "fashion_mnist": "fashion-mnist",
             "fashionmnist": "fashion-mnist", "fmnist": "fashion-mnist"}
+
+
+def check_flip(info: DatasetInfo, flip: bool) -> None:
+    """Refuse ``augment_flip`` on a dataset whose mirrored images change class.
+
+    Raises:
+        InvalidParameterError: One line naming the dataset.
+    """
+    if flip and info.flip_preserves_label is False:
+        raise invalid_parameter("augment_flip", f"a trial on {info.name!r}",
+                                "false (a mirrored image of this dataset can change its class)", flip)
+
+
+def refused_knobs(dataset: str) -> frozenset[str]:
+    """Knobs a search must not draw on this dataset (they keep their defaults): ``augment_flip``
+    where mirroring changes the class. Unknown or unreadable names refuse nothing here; they
+    fail where the data is loaded."""
+    try:
+        info = get_info(dataset)
+    except Exception:  # noqa: BLE001 - reported by the trial that loads it
+        return frozenset()
+    return frozenset({"augment_flip"}) if info.flip_preserves_label is False else frozenset()
 
 
 def _unknown(name: str) -> UnknownNameError:

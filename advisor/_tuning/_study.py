@@ -12,7 +12,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 from advisor import __version__
 from advisor._tuning._early_stopping import EarlyStopping, optimistic_point, prune_decision
@@ -21,7 +21,9 @@ from advisor._tuning._read import (
     json_safe, process_identity,
 )
 from advisor._tuning._samplers import make_sampler
+from advisor.datasets import refused_knobs
 from advisor.errors import InvalidParameterError, StorageError
+from advisor.hardware import cpu_bf16_support
 from advisor.pareto import OBJECTIVES, Constraint, ParetoFront, parse_constraint
 from advisor.records import EpochRecord, Workload
 from advisor.space import SearchSpace, combined_space, space_from_document
@@ -282,11 +284,12 @@ def read_spec(study: Any) -> StudySpec:
     return StudySpec.from_dict(data)
 
 
-def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
-    """Suggest every active parameter of ``space`` through the trial (define-by-run)."""
+def suggest(trial: Any, space: SearchSpace, *, exclude: Collection[str] = ()) -> dict[str, Any]:
+    """Suggest every active parameter of ``space`` through the trial (define-by-run); the knobs in
+    ``exclude`` are not suggested and keep their defaults."""
     chosen: dict[str, Any] = {}
     for p in space.params:
-        if not p.is_active(chosen):
+        if not p.is_active(chosen) or p.name.rsplit(".", 1)[-1] in exclude:
             continue
         if p.type == "categorical":
             chosen[p.name] = trial.suggest_categorical(p.name, list(p.choices))
@@ -316,12 +319,15 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
 
     constraints = spec.parsed_constraints()
     stopping = spec.stopping()
+    excluded = refused_knobs(spec.workload.dataset)
+    if space.target == "cpu" and cpu_bf16_support() is None:  # emulated bfloat16: never worth a trial
+        excluded |= {"bfloat16"}
     limits = Limits(wall_time_s=spec.wall_time_s, memory_mb=spec.memory_mb)
 
     def objective(trial: Any) -> list[float]:
         trial.set_user_attr("advisor.worker", worker)
         trial.set_user_attr(PROCESS_ATTR, process_identity())
-        params = suggest(trial, space)
+        params = suggest(trial, space, exclude=excluded)
         try:
             config = space.to_config(params, seed=spec.seed)
         except (ValueError, TypeError) as exc:

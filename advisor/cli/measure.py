@@ -86,6 +86,7 @@ def measure_command(
     knobs.setdefault("momentum", DEFAULT_MOMENTUM if optimizer == "momentum" else 0.0)
     config = Config(framework=framework, **knobs)
     info = datasets.get_info(dataset)
+    datasets.check_flip(info, config.augment_flip)
     model_name = model or models.default_model_for(tuple(info.input_shape))
     models.param_count(models.get_model(model_name), tuple(info.input_shape), info.num_classes)
     workload = Workload(dataset=dataset, model=model_name, train_samples=train_samples,

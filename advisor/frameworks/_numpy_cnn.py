@@ -15,17 +15,33 @@ convolutional specs with this engine: the same numpy-on-BLAS lineage, written ou
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from advisor.errors import invalid_parameter
-from advisor.models import Layer, ModelSpec, layer_shapes
+from advisor.models import Layer, ModelSpec, layer_shapes, walk_layers
 
-__all__ = ["NumpyNet", "softmax_cross_entropy"]
+__all__ = ["NumpyNet", "check_supported", "softmax_cross_entropy"]
 
 ENGINE = "numpy-im2col"
+_KINDS = ("conv", "maxpool", "avgpool", "flatten", "dense")
+
+
+def check_supported(spec: ModelSpec) -> None:
+    """Refuse a spec this engine cannot build (batch norm, residual blocks, global pooling).
+
+    Raises:
+        InvalidParameterError: Naming the model, at build time, before any weight is allocated.
+    """
+    if any(l.kind not in _KINDS or not l.bias for l in walk_layers(spec.layers)):
+        raise invalid_parameter(
+            "model", "framework 'sklearn' (its numpy engine)",
+            "built from conv (with bias), maxpool, avgpool, flatten and dense layers; train batch "
+            "norm, residual or global-pooling nets with torch, tensorflow or onnxruntime",
+            spec.name,
+        )
 
 
 def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -187,6 +203,9 @@ class NumpyNet:
         optimizer: ``sgd``, ``momentum`` or ``adam``.
         learning_rate: Step size.
         momentum: Momentum factor (``momentum`` only).
+        nesterov: Nesterov momentum, as torch's SGD has it (``momentum`` only).
+        schedule: The learning rate of each step, given the number of steps taken before it;
+            ``None`` keeps ``learning_rate``.
         weight_decay: L2 factor added to every gradient, as PyTorch's ``weight_decay``.
         seed: Seed of the weight initialisation.
         dtype: Floating type of weights and activations.
@@ -194,13 +213,17 @@ class NumpyNet:
 
     def __init__(self, spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int, *,
                  optimizer: str = "sgd", learning_rate: float = 0.01, momentum: float = 0.0,
+                 nesterov: bool = False, schedule: Callable[[int], float] | None = None,
                  weight_decay: float = 0.0, seed: int = 0, dtype: Any = np.float32) -> None:
         if optimizer not in ("sgd", "momentum", "adam"):
             raise invalid_parameter("optimizer", "NumpyNet", "'sgd', 'momentum' or 'adam'", optimizer)
+        check_supported(spec)
         self.dtype = np.dtype(dtype)
         self.optimizer = optimizer
         self.learning_rate = float(learning_rate)
         self.momentum = float(momentum)
+        self.nesterov = bool(nesterov)
+        self.schedule = schedule
         self.weight_decay = float(weight_decay)
         rng = np.random.default_rng(seed)
         self.layers: list[Any] = []
@@ -243,6 +266,8 @@ class NumpyNet:
 
     def step(self) -> None:
         """Apply one optimizer update with the gradients in :attr:`grads`."""
+        if self.schedule is not None:
+            self.learning_rate = float(self.schedule(self._steps))
         lr, wd = self.learning_rate, self.weight_decay
         self._steps += 1
         if self.optimizer == "adam":
@@ -257,7 +282,8 @@ class NumpyNet:
                 v = self._state[i]
                 v *= self.momentum
                 v += g
-                p -= lr * v
+                # torch's Nesterov form: step along g + m * buf with the buffer just updated
+                p -= lr * (g + self.momentum * v) if self.nesterov else lr * v
             else:
                 m, s = self._state[i], self._state2[i]
                 m *= b1

@@ -2,18 +2,27 @@
 
 The graph takes NCHW float32 with a symbolic batch dimension and returns logits. Weights are
 initializers drawn from numpy with a fixed seed (He-normal kernels, zero biases), so a seed
-gives the same starting point on every run.
+gives the same starting point on every run. A residual block is its body's nodes and an ``Add``.
+
+Batch norm is ONNX's own ``BatchNormalization`` in training mode (``training_mode=1``, batch
+statistics, running statistics as outputs), which ORT's gradient builder turns into its
+``BatchNormInternal``/``BatchNormalizationGrad`` pair. Its running statistics are initializers
+kept out of the trainable parameters (:func:`split_parameters`) and updated in place by the kernel;
+the eval graph, which ORT derives with ``training_mode=0``, normalises with them
+(:func:`fix_eval_model` makes it loadable).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
-from advisor.models import ModelSpec, layer_shapes
+from advisor.models import BN_EPS, BN_MOMENTUM, Layer, ModelSpec, Shaped, layer_shapes, sequence_shapes
 
-__all__ = ["OPSET", "IR_VERSION", "INPUT_NAME", "OUTPUT_NAME", "build_model"]
+__all__ = [
+    "OPSET", "IR_VERSION", "INPUT_NAME", "OUTPUT_NAME", "build_model", "split_parameters", "fix_eval_model",
+]
 
 # onnxruntime-training 1.19 runs opset <= 21 and IR <= 10; onnx 1.17 writes IR 10 by default.
 # Opset 17 / IR 9 keep the files loadable by older runtimes too.
@@ -72,61 +81,143 @@ def build_model(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int,
         seed: Seed of the weight initialisation.
 
     Returns:
-        The model (opset :data:`OPSET`, IR version :data:`IR_VERSION`); every initializer is a
-        trainable parameter.
+        The model (opset :data:`OPSET`, IR version :data:`IR_VERSION`). Every initializer is a
+        trainable parameter except batch norm's running statistics (see :func:`split_parameters`).
+        Batch norm is in training mode; ORT's artifact generator derives the eval graph from it.
     """
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
-    rng = np.random.default_rng(seed)
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    current = INPUT_NAME
-    shapes = list(layer_shapes(spec, tuple(input_shape), num_classes))
-    for i, (layer, shape_in, shape_out) in enumerate(shapes):
-        last = i == len(shapes) - 1
-        out = OUTPUT_NAME if last and layer.activation is None else f"{layer.kind}{i}"
-        if layer.kind == "conv":
-            k, cin, cout = layer.kernel, shape_in[2], shape_out[2]
-            w, b = f"conv{i}.weight", f"conv{i}.bias"
-            inits.append(numpy_helper.from_array(_he_normal(rng, (cout, cin, k, k), cin * k * k), w))
-            inits.append(numpy_helper.from_array(np.zeros(cout, np.float32), b))
-            begin = (k - 1) // 2  # "same" padding; an even kernel puts the extra row at the end
-            end = k - 1 - begin
-            nodes.append(helper.make_node(
-                "Conv", [current, w, b], [out], kernel_shape=[k, k], strides=[1, 1],
-                pads=[begin, begin, end, end],
-            ))
-        elif layer.kind == "maxpool":
-            nodes.append(helper.make_node("MaxPool", [current], [out], kernel_shape=[2, 2], strides=[2, 2]))
-        elif layer.kind == "avgpool":
-            nodes.extend(_avg_pool_nodes(current, out, shape_in, prefix=f"avgpool{i}"))
-        elif layer.kind == "flatten":
-            nodes.append(helper.make_node("Flatten", [current], [out], axis=1))
-        else:
-            fan_in, units = shape_in[0], shape_out[0]
-            w, b = f"dense{i}.weight", f"dense{i}.bias"
-            inits.append(numpy_helper.from_array(_he_normal(rng, (fan_in, units), fan_in), w))
-            inits.append(numpy_helper.from_array(np.zeros(units, np.float32), b))
-            nodes.append(helper.make_node("Gemm", [current, w, b], [out]))
-        current = out
-        if layer.activation == "relu":
-            relu_out = OUTPUT_NAME if last else f"relu{i}"
-            nodes.append(helper.make_node("Relu", [current], [relu_out]))
-            current = relu_out
-    if current != OUTPUT_NAME:  # a spec that does not end in a layer (never in MODELS)
-        nodes.append(helper.make_node("Identity", [current], [OUTPUT_NAME]))
-    h, w_, c = input_shape
-    graph = helper.make_graph(
-        nodes,
+    graph = _Graph(np.random.default_rng(seed), spec.name)
+    current = graph.sequence(layer_shapes(spec, tuple(input_shape), num_classes), INPUT_NAME, prefix="")
+    if graph.nodes and graph.nodes[-1].output[0] == current:
+        graph.nodes[-1].output[0] = OUTPUT_NAME
+    else:  # a spec that does not end in a layer (never in MODELS)
+        graph.node("Identity", [current], [OUTPUT_NAME])
+    h, w, c = input_shape
+    proto = helper.make_graph(
+        graph.nodes,
         spec.name,
-        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", c, h, w_])],
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", c, h, w])],
         [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", num_classes])],
-        initializer=inits,
+        initializer=graph.inits,
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="advisor"
+        proto, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="advisor"
     )
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
     return model
+
+
+def split_parameters(model: Any) -> tuple[list[str], list[str]]:
+    """``(trainable, frozen)`` initializer names of a :func:`build_model` graph.
+
+    The frozen ones are batch norm's running statistics: ORT's artifact generator must be told
+    (``frozen_params``), or it tries to differentiate them. They are still updated: the CPU kernel
+    of ``BatchNormalization`` in training mode aliases its running-statistics outputs to those
+    inputs, so the sequential executor writes the new values into the training state in place.
+    """
+    names = [init.name for init in model.graph.initializer]
+    frozen = [n for n in names if n.endswith(_RUNNING_STATS)]
+    return [n for n in names if n not in frozen], frozen
+
+
+def fix_eval_model(path: Any) -> None:
+    """Make the eval graph ORT's artifact generator wrote for a batch-norm spec loadable.
+
+    onnxruntime-training 1.19.2 turns each ``BatchNormalization`` of the eval graph to
+    ``training_mode=0`` but keeps its three outputs, which the ONNX checker (and so ``Module``)
+    refuses for inference mode; this drops the running-statistics outputs, which nothing reads.
+    A graph without batch norm is left untouched.
+    """
+    import onnx
+
+    model = onnx.load(path)
+    changed = False
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization" and len(node.output) > 1:
+            del node.output[1:]
+            changed = True
+    if changed:
+        onnx.save(model, path)
+
+
+_RUNNING_STATS = (".running_mean", ".running_var")
+
+
+class _Graph:
+    """Nodes and initializers of the graph being built, in order."""
+
+    def __init__(self, rng: np.random.Generator, model: str) -> None:
+        self.rng = rng
+        self.model = model
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+
+    def node(self, op: str, inputs: list[str], outputs: list[str], **attrs: Any) -> None:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
+
+    def init(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def sequence(self, shaped: Iterable[Shaped], source: str, *, prefix: str) -> str:
+        """Emit each layer after ``source``; return the name of the last output."""
+        current = source
+        for i, (layer, shape_in, shape_out) in enumerate(shaped):
+            current = self.layer(layer, shape_in, shape_out, current, f"{prefix}{layer.kind}{i}")
+            if layer.activation == "relu":
+                self.node("Relu", [current], [f"{prefix}relu{i}"])
+                current = f"{prefix}relu{i}"
+        return current
+
+    def layer(self, layer: Layer, shape_in: tuple[int, ...], shape_out: tuple[int, ...], source: str,
+              name: str) -> str:
+        """The one layer-kind dispatch of this backend: emit ``layer``, whose output is ``name``."""
+        rng = self.rng
+        if layer.kind == "conv":
+            k, cin, cout = layer.kernel, shape_in[2], shape_out[2]
+            inputs = [source, self.init(f"{name}.weight", _he_normal(rng, (cout, cin, k, k), cin * k * k))]
+            if layer.bias:
+                inputs.append(self.init(f"{name}.bias", np.zeros(cout, np.float32)))
+            begin = (k - 1) // 2  # "same" padding; an even kernel puts the extra row at the end
+            end = k - 1 - begin
+            self.node("Conv", inputs, [name], kernel_shape=[k, k], strides=[1, 1], pads=[begin, begin, end, end])
+        elif layer.kind == "maxpool":
+            self.node("MaxPool", [source], [name], kernel_shape=[2, 2], strides=[2, 2])
+        elif layer.kind == "avgpool":
+            self.nodes.extend(_avg_pool_nodes(source, name, shape_in, prefix=name))
+        elif layer.kind == "flatten":
+            self.node("Flatten", [source], [name], axis=1)
+        elif layer.kind == "bn":
+            c = shape_in[2]
+            params = [
+                self.init(f"{name}.scale", np.ones(c, np.float32)),
+                self.init(f"{name}.bias", np.zeros(c, np.float32)),
+                self.init(f"{name}{_RUNNING_STATS[0]}", np.zeros(c, np.float32)),
+                self.init(f"{name}{_RUNNING_STATS[1]}", np.ones(c, np.float32)),
+            ]
+            # Training mode (batch statistics); ONNX's momentum weighs the old running value.
+            self.node(
+                "BatchNormalization", [source, *params],
+                [name, f"{name}.running_mean_out", f"{name}.running_var_out"],
+                epsilon=BN_EPS, momentum=1.0 - BN_MOMENTUM, training_mode=1,
+            )
+        elif layer.kind == "gap":
+            # ReduceMean, not GlobalAveragePool: its gradient is the one avgpool already relies on.
+            self.node("ReduceMean", [source], [name], axes=[2, 3], keepdims=0)
+        elif layer.kind == "residual":
+            body_shapes = sequence_shapes(layer.body, shape_in, model=self.model)
+            body = self.sequence(body_shapes, source, prefix=f"{name}.")
+            self.node("Add", [source, body], [name])
+        else:
+            fan_in, units = shape_in[0], shape_out[0]
+            w = self.init(f"{name}.weight", _he_normal(rng, (fan_in, units), fan_in))
+            b = self.init(f"{name}.bias", np.zeros(units, np.float32))
+            self.node("Gemm", [source, w, b], [name])
+        return name

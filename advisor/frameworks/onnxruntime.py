@@ -9,9 +9,13 @@ Test accuracy is computed with the same ``Module`` in eval mode: its eval graph 
 training state, so it always sees the current weights, and it costs no export and no new session
 per epoch. Both graphs also return the logits (``additional_output_names``).
 
-Optimizers: ``adam`` is ORT's AdamW, whose weight decay is decoupled (after the Adam step,
-``w *= 1 - lr * wd``), unlike the L2 penalty of torch's Adam and of the Keras backend; ``sgd`` is ORT's plain SGD, which has neither
-momentum nor weight decay, so a non-zero ``weight_decay`` is refused rather than silently dropped.
+Optimizers: ``adam`` and ``adamw`` are both ORT's AdamW, whose weight decay is decoupled (after
+the Adam step, ``w *= 1 - lr * wd``), unlike the L2 penalty of torch's Adam and of the Keras
+backend; ``sgd`` is ORT's plain SGD, which has neither momentum nor weight decay (``Config``
+refuses a non-zero ``weight_decay`` with it rather than dropping it silently).
+
+The learning-rate schedule is applied per step with the training API's
+``Optimizer.set_learning_rate``, called only when the scheduled rate changes.
 """
 
 from __future__ import annotations
@@ -61,17 +65,13 @@ class OnnxRuntimeTrainer(Trainer):
         self.module_: Any = None
         self.optimizer_: Any = None
         self.state_: Any = None
+        self.step_ = 0  # global optimizer step: the schedule's clock
+        self._rate: float | None = None  # the rate last given to the optimizer
 
     # -- setup ---------------------------------------------------------------------------------
 
     def configure(self) -> dict[str, Any]:
         cfg = self.config
-        if cfg.optimizer == "sgd" and cfg.weight_decay > 0:
-            raise invalid_parameter(
-                "weight_decay", "Config (framework 'onnxruntime', optimizer 'sgd')",
-                "0 (ONNX Runtime's training SGD has no weight decay; use optimizer 'adam')",
-                cfg.weight_decay,
-            )
         ort = try_import("onnxruntime", feature=_FEATURE)
         self._api = try_import("onnxruntime.training.api", feature=_FEATURE)
         self._ort = ort
@@ -151,7 +151,16 @@ class OnnxRuntimeTrainer(Trainer):
 
         cfg = self.config
         model = _onnx_graph.build_model(spec, tuple(input_shape), num_classes, seed=cfg.seed)
-        if cfg.optimizer == "adam":
+        trainable, frozen = _onnx_graph.split_parameters(model)
+        if frozen and cfg.execution_mode == "parallel":
+            # The parallel executor ignores the kernel's in/out aliasing that updates the running
+            # statistics: they would stay at their initial values and evaluation would be wrong.
+            raise invalid_parameter(
+                "execution_mode", f"framework 'onnxruntime' with model {spec.name!r}",
+                "'sequential' (the parallel executor does not update batch norm's running statistics)",
+                cfg.execution_mode,
+            )
+        if cfg.optimizer in ("adam", "adamw"):
             # Decoupled weight decay (AdamW), not torch's L2-in-the-gradient; eps as torch's Adam.
             optimizer: Any = onnxblock.optim.AdamW(eps=1e-8, weight_decay=cfg.weight_decay)
         else:
@@ -165,12 +174,14 @@ class OnnxRuntimeTrainer(Trainer):
         folder = Path(self._dir)
         artifacts.generate_artifacts(
             model,
-            requires_grad=[init.name for init in model.graph.initializer],
+            requires_grad=trainable,
+            frozen_params=frozen,  # batch norm's running statistics
             loss=artifacts.LossType.CrossEntropyLoss,
             optimizer=optimizer,
             artifact_directory=folder,
             additional_output_names=[_onnx_graph.OUTPUT_NAME],
         )
+        _onnx_graph.fix_eval_model(folder / "eval_model.onnx")
         api = self._api
         self.state_ = api.CheckpointState.load_checkpoint(os.fspath(folder / "checkpoint"))
         self.module_ = api.Module(
@@ -178,15 +189,16 @@ class OnnxRuntimeTrainer(Trainer):
             device=self._device, session_options=self._options,
         )
         self.optimizer_ = api.Optimizer(folder / "optimizer_model.onnx", self.module_)
-        self.optimizer_.set_learning_rate(cfg.learning_rate)
+        self._set_rate(cfg.learning_rate)
         return int(self.module_.get_parameters_size(trainable_only=True))
 
     def describe(self) -> dict[str, Any]:
         cfg = self.config
         return {
             "onnx_opset": _onnx_graph.OPSET,
-            "ort_optimizer": "AdamW" if cfg.optimizer == "adam" else "SGD",
-            "weight_decay_kind": "decoupled" if cfg.optimizer == "adam" else "none",
+            # 'adam' and 'adamw' alike: ORT's only Adam is AdamW
+            "ort_optimizer": "SGD" if cfg.optimizer == "sgd" else "AdamW",
+            "weight_decay_kind": "none" if cfg.optimizer == "sgd" else "decoupled",
             "avgpool_as": "Slice+Reshape+ReduceMean",
             "eval_path": "training Module in eval mode",
         }
@@ -203,12 +215,22 @@ class OnnxRuntimeTrainer(Trainer):
         total = 0.0
         for start in range(0, len(xs), bs):
             xb, yb = xs[start:start + bs], ys[start:start + bs]
+            self._set_rate(self.lr_at(self.step_))
+            self.step_ += 1
             loss, _ = module(xb, yb)
             optimizer.step()
             module.lazy_reset_grad()
             # The loss comes back as numpy, so each step has finished when this line runs.
             total += float(loss) * len(xb)
         return total / max(len(xs), 1)
+
+    def _set_rate(self, rate: float) -> None:
+        if rate != self._rate:
+            self.optimizer_.set_learning_rate(rate)
+            self._rate = rate
+
+    def current_learning_rate(self) -> float | None:
+        return float(self.optimizer_.get_learning_rate())
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         module = self.module_

@@ -3,7 +3,12 @@
 Dense-only specs train with ``sklearn.neural_network.MLPClassifier``; convolutional specs, which
 ``MLPClassifier`` cannot express, train with the hand-written numpy engine in
 :mod:`advisor.frameworks._numpy_cnn`. Both spend their time in numpy's BLAS, whose thread count
-is limited through threadpoolctl for the trainer's whole life.
+is limited through threadpoolctl for the trainer's whole life. Neither has batch norm, residual
+blocks or global pooling: specs with them are refused, in one line, when built.
+
+The learning-rate schedule is applied per mini-batch. ``MLPClassifier`` then gets one
+``partial_fit`` per mini-batch, its optimizer's rate set before each; a constant rate keeps the
+faster single ``partial_fit`` per epoch.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import numpy as np
 
 from advisor.errors import DeviceError
 from advisor.frameworks._numpy_cnn import ENGINE as NUMPY_ENGINE
-from advisor.frameworks._numpy_cnn import NumpyNet
+from advisor.frameworks._numpy_cnn import NumpyNet, check_supported
 from advisor.frameworks.base import Trainer
 from advisor.models import ModelSpec
+from advisor.records import Config
 
 __all__ = ["SklearnTrainer"]
 
@@ -48,6 +54,10 @@ class SklearnTrainer(Trainer):
     """
 
     name = "sklearn"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.step_ = 0  # global optimizer step: the schedule's clock
 
     def configure(self) -> dict[str, Any]:
         c = self.config
@@ -89,13 +99,15 @@ class SklearnTrainer(Trainer):
 
     def build(self, spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> int:
         c = self.config
+        check_supported(spec)  # neither engine has batch norm, residual blocks or global pooling
         self.classes_ = np.arange(num_classes)
         hidden = _mlp_hidden_units(spec, num_classes)
         self.engine_ = MLP_ENGINE if hidden is not None else NUMPY_ENGINE
         if hidden is None:
             self.net_: NumpyNet | None = NumpyNet(
                 spec, input_shape, num_classes, optimizer=c.optimizer, learning_rate=c.learning_rate,
-                momentum=c.momentum, weight_decay=c.weight_decay, seed=c.seed,
+                momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay, seed=c.seed,
+                schedule=self.lr_at,
             )
             self.mlp_: Any = None
             return self.net_.param_count
@@ -114,7 +126,7 @@ class SklearnTrainer(Trainer):
             learning_rate="constant",
             learning_rate_init=c.learning_rate,
             momentum=c.momentum if c.optimizer == "momentum" else 0.0,
-            nesterovs_momentum=False,
+            nesterovs_momentum=c.nesterov,
             shuffle=False,  # the protocol shuffles
             random_state=c.seed,
             max_iter=1,
@@ -140,20 +152,56 @@ class SklearnTrainer(Trainer):
         if self.net_ is not None:
             return self.net_.train_epoch(x, y, batch_size=self.config.batch_size)
         flat = x.reshape(len(x), -1)
+        bs = self.config.batch_size
+        starts = range(0, len(flat), bs)
         with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             # ConvergenceWarning (max_iter=1 by design) and batch-size clipping are expected here.
             warnings.simplefilter("ignore")
             try:
-                self.mlp_.partial_fit(flat, y, classes=self.classes_)
+                if self.config.schedule == "constant" and self.config.warmup_fraction == 0:
+                    self.step_ += len(starts)
+                    self.mlp_.partial_fit(flat, y, classes=self.classes_)
+                    loss = float(self.mlp_.loss_)
+                else:
+                    total = 0.0
+                    for start in starts:
+                        xb, yb = flat[start:start + bs], y[start:start + bs]
+                        self._set_mlp_rate(self.lr_at(self.step_))
+                        self.step_ += 1
+                        # A batch shorter than batch_size is its own batch: sklearn clips the size.
+                        self.mlp_.partial_fit(xb, yb, classes=self.classes_)
+                        total += float(self.mlp_.loss_) * len(xb)
+                    loss = total / max(len(flat), 1)
             except ValueError as exc:
                 if "non-finite" in str(exc):  # sklearn's own check after a diverged update
                     return float("nan")
                 raise
-        loss = float(self.mlp_.loss_)
         weights = (*self.mlp_.coefs_, *self.mlp_.intercepts_)
         if not np.isfinite(loss) or not all(np.isfinite(w).all() for w in weights):
             return float("nan")
         return loss
+
+    def _set_mlp_rate(self, rate: float) -> None:
+        """Give ``MLPClassifier``'s optimizer the rate of its next update."""
+        opt = getattr(self.mlp_, "_optimizer", None)
+        if opt is None:  # the first partial_fit builds the optimizer from learning_rate_init
+            self.mlp_.set_params(learning_rate_init=rate)
+        elif self.mlp_.solver == "adam":
+            opt.learning_rate_init = rate  # Adam derives each update's bias-corrected step from it
+        else:
+            # sklearn keeps lr inside its velocity (v = m * v - lr * g), torch outside it
+            # (p -= lr * buf): rescaling v when the rate moves makes the two the same algorithm.
+            if self.mlp_.momentum > 0 and rate != opt.learning_rate and opt.learning_rate > 0:
+                opt.velocities = [v * (rate / opt.learning_rate) for v in opt.velocities]
+            opt.learning_rate = rate
+
+    def current_learning_rate(self) -> float | None:
+        if self.net_ is not None:
+            return self.net_.learning_rate
+        opt = getattr(self.mlp_, "_optimizer", None)
+        if opt is None:
+            return float(self.mlp_.learning_rate_init)
+        return float(opt.learning_rate_init if self.mlp_.solver == "adam" else opt.learning_rate)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float32)

@@ -15,8 +15,9 @@ import numpy as np
 
 from advisor._imports import try_import
 from advisor.errors import DeviceError
+from advisor.frameworks._torch_graph import build_module
 from advisor.frameworks.base import EVAL_BATCH, Trainer, batches
-from advisor.models import ModelSpec, layer_shapes
+from advisor.models import ModelSpec
 
 __all__ = ["TorchTrainer"]
 
@@ -40,7 +41,7 @@ def _parallel_summary(info: str) -> dict[str, str]:
 
 
 class TorchTrainer(Trainer):
-    """Builds a spec as ``torch.nn.Sequential`` and trains it eagerly.
+    """Builds a spec as ``torch.nn.Sequential`` (see :mod:`._torch_graph`) and trains it eagerly.
 
     Inputs arrive NHWC; each ``train_epoch``/``predict`` converts the whole array once to an NCHW
     tensor on the device. That copy is part of the timed epoch: it is this framework's data
@@ -69,6 +70,7 @@ class TorchTrainer(Trainer):
         torch.manual_seed(c.seed)
         self.device_ = self._device(torch)
         self.amp_ = bool(c.mixed_precision and self.device_.type == "cuda")
+        self._check_bfloat16(torch)
         if self.device_.type == "cuda":
             torch.cuda.set_device(self.device_)
             torch.backends.cudnn.benchmark = c.cudnn_benchmark
@@ -80,7 +82,33 @@ class TorchTrainer(Trainer):
             "device": str(self.device_),
             "mixed_precision": self.amp_,
             "cudnn_benchmark": bool(self.device_.type == "cuda" and c.cudnn_benchmark),
+            "bfloat16": bool(c.bfloat16),
+            "channels_last": bool(c.channels_last),
+            "compile": bool(c.compile),
         }
+
+    def _check_bfloat16(self, torch: Any) -> None:
+        """Refuse bfloat16 autocast where the device has no native bfloat16 arithmetic."""
+        if not self.config.bfloat16:
+            return
+        if self.device_.type == "cuda":
+            if not torch.cuda.is_bf16_supported():
+                raise DeviceError(f"bfloat16 needs a GPU with bfloat16 support; {torch.cuda.get_device_name()} has none.")
+            return
+        from advisor.hardware import cpu_bf16_support
+
+        if cpu_bf16_support() is None:
+            raise DeviceError("bfloat16 needs a CPU with avx512_bf16 or amx_bf16 (emulated bfloat16 is slower "
+                              "than float32); this CPU has neither: drop --bfloat16.")
+
+    def _autocast(self) -> Any:
+        """The autocast context of a training or inference step (a no-op in float32)."""
+        torch = self._torch()
+        if self.amp_:
+            return torch.autocast(device_type="cuda", dtype=torch.float16)
+        if self.config.bfloat16:
+            return torch.autocast(device_type=self.device_.type, dtype=torch.bfloat16)
+        return nullcontext()
 
     def _device(self, torch: Any) -> Any:
         c = self.config
@@ -115,25 +143,6 @@ class TorchTrainer(Trainer):
             _logger.debug("torch parallel_info unavailable", exc_info=True)
         return out
 
-    def _module(self, spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> Any:
-        nn = self._torch().nn
-        modules: list[Any] = []
-        for layer, shape_in, shape_out in layer_shapes(spec, tuple(input_shape), num_classes):
-            if layer.kind == "conv":
-                # Stride 1, "same" padding, bias: the spec's convolution.
-                modules.append(nn.Conv2d(shape_in[2], shape_out[2], layer.kernel, padding="same"))
-            elif layer.kind == "maxpool":
-                modules.append(nn.MaxPool2d(2, 2))
-            elif layer.kind == "avgpool":
-                modules.append(nn.AvgPool2d(2, 2))
-            elif layer.kind == "flatten":
-                modules.append(nn.Flatten())  # NCHW order; consistent within this framework
-            else:
-                modules.append(nn.Linear(shape_in[0], shape_out[0]))
-            if layer.activation == "relu":
-                modules.append(nn.ReLU())
-        return nn.Sequential(*modules)
-
     def build(self, spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> int:
         torch = self._torch()
         c = self.config
@@ -141,45 +150,99 @@ class TorchTrainer(Trainer):
             self.device_ = self._device(torch)
             self.amp_ = bool(c.mixed_precision and self.device_.type == "cuda")
         torch.manual_seed(c.seed)  # weights depend on the seed alone, not on what ran before
-        self.model_ = self._module(spec, input_shape, num_classes).to(self.device_)
-        params = self.model_.parameters()
+        self.model_ = build_module(spec, input_shape, num_classes).to(self.device_)
+        if c.channels_last and len(input_shape) == 3:
+            self.model_ = self.model_.to(memory_format=torch.channels_last)
+        params = list(self.model_.parameters())
         if c.optimizer == "adam":
             self.optimizer_ = torch.optim.Adam(params, lr=c.learning_rate, weight_decay=c.weight_decay)
+        elif c.optimizer == "adamw":
+            self.optimizer_ = torch.optim.AdamW(params, lr=c.learning_rate, weight_decay=c.weight_decay)
         else:
             momentum = c.momentum if c.optimizer == "momentum" else 0.0
             self.optimizer_ = torch.optim.SGD(
-                params, lr=c.learning_rate, momentum=momentum, weight_decay=c.weight_decay
+                params, lr=c.learning_rate, momentum=momentum, weight_decay=c.weight_decay,
+                nesterov=c.nesterov,
             )
-        self.loss_fn_ = torch.nn.CrossEntropyLoss()
+        self.loss_fn_ = torch.nn.CrossEntropyLoss(label_smoothing=c.label_smoothing)
+        self.step_ = 0
+        self.forward_ = self.model_
+        self.compile_time_s_: float | None = None
+        if c.compile:
+            self.forward_ = torch.compile(self.model_)
+            self.compile_time_s_ = self._warm_up(input_shape, num_classes)
         self.scaler_ = torch.amp.GradScaler("cuda") if self.amp_ else None
         return sum(int(p.numel()) for p in self.model_.parameters() if p.requires_grad)
+
+    def _warm_up(self, input_shape: tuple[int, ...], num_classes: int) -> float:
+        """Compile the training graph on one dummy batch, outside the timed epochs; return seconds.
+
+        Forward and backward run, but no optimizer step: the weights, the optimizer state and the
+        batch-norm statistics (saved and restored) stay as built.
+        """
+        import time
+
+        torch = self._torch()
+        bs = self.config.batch_size
+        xb = self._to_tensor(np.zeros((bs, *input_shape), np.float32))
+        yb = torch.zeros(bs, dtype=torch.int64, device=self.device_)
+        buffers = {k: v.clone() for k, v in self.model_.state_dict().items() if "running" in k or "num_batches" in k}
+        self.model_.train()
+        t0 = time.perf_counter()
+        with self._autocast():
+            loss = self.loss_fn_(self.forward_(xb), yb)
+        loss.backward()
+        if self.device_.type == "cuda":
+            torch.cuda.synchronize(self.device_)
+        elapsed = time.perf_counter() - t0
+        self.optimizer_.zero_grad(set_to_none=True)
+        if buffers:
+            self.model_.load_state_dict(buffers, strict=False)
+        return elapsed
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "compile_time_s": self.compile_time_s_,
+            "memory_format": "channels_last" if self.config.channels_last else "contiguous",
+            "autocast": "float16" if self.amp_ else "bfloat16" if self.config.bfloat16 else None,
+        }
+
+    def current_learning_rate(self) -> float | None:
+        return float(self.optimizer_.param_groups[0]["lr"])
 
     def _to_tensor(self, x: np.ndarray) -> Any:
         torch = self._torch()
         t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        if t.dim() == 4:  # NHWC -> NCHW, one contiguous copy
+        if t.dim() == 4:  # NHWC -> NCHW, one contiguous copy (NHWC kept in memory for channels_last)
             t = t.permute(0, 3, 1, 2)
+            if self.config.channels_last:
+                return t.to(self.device_).contiguous(memory_format=self._torch().channels_last)
         return t.to(self.device_).contiguous()
 
     def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
         torch = self._torch()
         xs = self._to_tensor(x)
         ys = torch.from_numpy(np.asarray(y, dtype=np.int64)).to(self.device_)
-        model, opt, loss_fn = self.model_, self.optimizer_, self.loss_fn_
-        model.train()
+        model, opt, loss_fn = self.forward_, self.optimizer_, self.loss_fn_
+        self.model_.train()
         total = torch.zeros((), dtype=torch.float32, device=self.device_)
         bs = self.config.batch_size
+        groups = opt.param_groups
         for start in batches(len(xs), bs):
             xb, yb = xs[start:start + bs], ys[start:start + bs]
+            lr = self.lr_at(self.step_)
+            if lr != groups[0]["lr"]:
+                for group in groups:
+                    group["lr"] = lr
+            self.step_ += 1
             opt.zero_grad(set_to_none=True)
+            with self._autocast():
+                loss = loss_fn(model(xb), yb)
             if self.scaler_ is not None:
-                with torch.autocast(device_type="cuda", dtype=torch.float16):
-                    loss = loss_fn(model(xb), yb)
                 self.scaler_.scale(loss).backward()
                 self.scaler_.step(opt)
                 self.scaler_.update()
             else:
-                loss = loss_fn(model(xb), yb)
                 loss.backward()
                 opt.step()
             # Accumulate on the device: no host sync per batch.
@@ -189,11 +252,10 @@ class TorchTrainer(Trainer):
     def predict(self, x: np.ndarray) -> np.ndarray:
         torch = self._torch()
         xs = self._to_tensor(x)
-        model = self.model_
-        model.eval()
+        model = self.forward_
+        self.model_.eval()
         out = []
-        amp = torch.autocast(device_type="cuda", dtype=torch.float16) if self.amp_ else nullcontext()
-        with torch.inference_mode(), amp:
+        with torch.inference_mode(), self._autocast():
             for start in batches(len(xs), EVAL_BATCH):
                 out.append(model(xs[start:start + EVAL_BATCH]).argmax(dim=1))
         if not out:
@@ -207,7 +269,7 @@ class TorchTrainer(Trainer):
         return float(torch.cuda.max_memory_allocated(self.device_)) / 2**20
 
     def close(self) -> None:
-        for name in ("model_", "optimizer_", "scaler_"):
+        for name in ("model_", "forward_", "optimizer_", "scaler_"):
             if hasattr(self, name):
                 delattr(self, name)
         if hasattr(self, "device_") and self.device_.type == "cuda":

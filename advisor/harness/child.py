@@ -157,6 +157,7 @@ def run(trial_dir: str, channel: Channel) -> None:
     spec = models.get_model(workload.model)
     t1 = time.perf_counter()
     data = datasets.load(workload)
+    datasets.check_flip(data.info, config.augment_flip)
     load_time = time.perf_counter() - t1
     channel.emit({
         "event": "data_loaded",
