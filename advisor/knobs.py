@@ -34,6 +34,7 @@ __all__ = [
     "KNOB_NAMES",
     "THREAD_VARIABLES",
     "knob_environment",
+    "measure_argv",
     "FRAMEWORK_INFO",
     "FRAMEWORKS",
     "OPTIMIZERS",
@@ -231,6 +232,35 @@ def knob_environment(config: Any) -> dict[str, str]:
         text = ("1" if value else "0") if isinstance(value, bool) else str(value)
         out.update(dict.fromkeys(names, text))
     return out
+
+
+#: ``advisor measure`` picks its own optimizer, rate and momentum when they are not given, so a
+#: command that reproduces a config always states them.
+_ALWAYS_STATED = ("optimizer", "learning_rate", "momentum")
+
+
+def measure_argv(config: Any, *, dataset: str, model: str, data_dir: str | None = None,
+                 train_samples: int | None = None, test_samples: int | None = None) -> list[str]:
+    """The ``advisor measure`` command (as argv) that runs exactly ``config`` on this workload.
+
+    Knobs at their defaults are left out, except those ``advisor measure`` chooses itself.
+    """
+    argv = ["advisor", "measure", "--framework", config.framework, "--dataset", dataset, "--model", model]
+    if data_dir:
+        argv += ["--data-dir", str(data_dir)]
+    if train_samples is not None:
+        argv += ["--train-samples", str(train_samples)]
+    if test_samples is not None:
+        argv += ["--test-samples", str(test_samples)]
+    for knob in KNOBS:
+        value = getattr(config, knob.name)
+        if knob.flag is None or (value == knob.default and knob.name not in _ALWAYS_STATED):
+            continue
+        if knob.type == "bool":
+            argv.append(knob.flag if value else "--no-" + knob.flag[2:])
+        else:
+            argv += [knob.flag, format(value, "g") if isinstance(value, float) else str(value)]
+    return argv
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
-from advisor.errors import UnknownNameError, invalid_parameter
+from advisor.errors import InvalidParameterError, UnknownNameError, invalid_parameter
 
 __all__ = [
     "Layer",
@@ -55,6 +55,7 @@ ACTIVATIONS = (None, "relu")
 BN_MOMENTUM = 0.1
 BN_EPS = 1e-5
 RESNET9_WIDTHS = (8, 128)  # the base widths ``resnet9_w<N>`` accepts, inclusive
+BN_CNN_WIDTHS = (4, 128)  # the base widths ``bn_cnn_w<N>`` accepts, inclusive
 
 Shaped = tuple["Layer", tuple[int, ...], tuple[int, ...]]  # (layer, input shape, output shape)
 
@@ -158,6 +159,34 @@ def resnet9(width: int) -> ModelSpec:
     )
 
 
+def bn_cnn(width: int) -> ModelSpec:
+    """A batch-norm CNN for 28x28 inputs at base width ``width``: three stages of conv 3x3
+    (``width``, ``2*width``, ``4*width``, no bias), batch norm, ReLU and 2x2 max-pool, then flatten
+    and the classifier.
+
+    Raises:
+        InvalidParameterError: When ``width`` is outside :data:`BN_CNN_WIDTHS`.
+    """
+    low, high = BN_CNN_WIDTHS
+    if isinstance(width, bool) or not isinstance(width, int) or not low <= width <= high:
+        raise invalid_parameter("width", "bn_cnn", f"an integer in [{low}, {high}]", width)
+    w = width
+    return _spec(
+        f"bn_cnn_w{w}",
+        f"Batch-norm CNN for 28x28 images at base width {w}: three stages of conv 3x3 ({w}, {2 * w}, "
+        f"{4 * w}, no bias), batch norm, ReLU and 2x2 max-pool, then flatten and the classifier.",
+        *_conv_bn(w), Layer("maxpool"),
+        *_conv_bn(2 * w), Layer("maxpool"),
+        *_conv_bn(4 * w), Layer("maxpool"),
+        Layer("flatten"),
+        Layer("dense", None),
+    )
+
+
+#: Families built on demand by name (``<family>_w<N>``), with their base-width ranges.
+_FAMILIES = {"resnet9": resnet9, "bn_cnn": bn_cnn}
+
+
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
@@ -195,16 +224,8 @@ MODELS: dict[str, ModelSpec] = {
             Layer("dense", 64),
             Layer("dense", None),
         ),
-        _spec(
-            "bn_cnn",
-            "Batch-norm CNN for 28x28 digits: three stages of conv 3x3 (32, 64, 128, no bias), "
-            "batch norm, ReLU and 2x2 max-pool, then flatten and the classifier (~15 MFLOP).",
-            *_conv_bn(32), Layer("maxpool"),
-            *_conv_bn(64), Layer("maxpool"),
-            *_conv_bn(128), Layer("maxpool"),
-            Layer("flatten"),
-            Layer("dense", None),
-        ),
+        replace(bn_cnn(32), name="bn_cnn"),
+        bn_cnn(16),
         resnet9(16),
         resnet9(32),
         resnet9(64),
@@ -221,14 +242,15 @@ def get_model(name: str) -> ModelSpec:
     """
     if name in MODELS:
         return MODELS[name]
-    match = re.fullmatch(r"resnet9_w([1-9]\d*)", name)
-    low, high = RESNET9_WIDTHS
-    if match and low <= int(match.group(1)) <= high:
-        return resnet9(int(match.group(1)))
-    raise UnknownNameError(
-        f"Unknown model {name!r}: choose one of {', '.join(sorted(MODELS))}, or resnet9_w<N> "
-        f"with a base width N in {low}..{high}."
-    )
+    match = re.fullmatch(r"(resnet9|bn_cnn)_w([1-9]\d*)", name)
+    if match:
+        try:
+            return _FAMILIES[match.group(1)](int(match.group(2)))
+        except InvalidParameterError:
+            pass
+    families = ", ".join(f"{f}_w<N> (N in {lo}..{hi})" for f, (lo, hi) in
+                         (("resnet9", RESNET9_WIDTHS), ("bn_cnn", BN_CNN_WIDTHS)))
+    raise UnknownNameError(f"Unknown model {name!r}: choose one of {', '.join(sorted(MODELS))}, or {families}.")
 
 
 def layer_shapes(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> Iterator[Shaped]:

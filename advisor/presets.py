@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.errors import UnknownNameError, invalid_parameter
-from advisor.records import FRAMEWORKS, Config
+from advisor.knobs import FRAMEWORK_INFO, FRAMEWORKS
+from advisor.records import Config
 
 __all__ = ["Preset", "PRESETS", "LINEAGE", "get_preset", "presets_for"]
 
@@ -52,6 +53,8 @@ class Preset:
         epochs_given: Epochs as the study ran them (iterations x batch / train size).
         momentum: Momentum (for ``optimizer="momentum"``).
         weight_decay: L2 weight decay.
+        schedule: The learning-rate policy (:data:`advisor.knobs.SCHEDULES`), where the stock
+            one is expressible (Caffe's LeNet solver uses ``inv``).
         note: What the preset leaves out (schedules, early stopping).
     """
 
@@ -64,6 +67,7 @@ class Preset:
     epochs_given: float
     momentum: float = 0.0
     weight_decay: float = 0.0
+    schedule: str = "constant"
     note: str = ""
 
     @property
@@ -91,6 +95,7 @@ class Preset:
             "epochs": self.epochs(scale_epochs=scale_epochs),
             "momentum": self.momentum,
             "weight_decay": self.weight_decay,
+            "schedule": self.schedule,
         }
 
     def to_config(self, *, framework: str | None = None, scale_epochs: float = 1.0,
@@ -111,7 +116,9 @@ class Preset:
 
     def supports(self, framework: str) -> bool:
         """Whether ``framework`` can run this preset's optimizer."""
-        return not (framework == "onnxruntime" and self.optimizer == "momentum")
+        info = FRAMEWORK_INFO[framework]
+        return self.optimizer in info.optimizers and (
+            self.weight_decay == 0 or self.optimizer in info.decay_optimizers)
 
 
 PRESETS: dict[str, Preset] = {
@@ -120,14 +127,17 @@ PRESETS: dict[str, Preset] = {
         Preset("tensorflow-mnist", "tensorflow", "mnist", "adam", 1e-4, 50, 20_000 * 50 / 60_000,
                note="20,000 iterations"),
         Preset("caffe-mnist", "caffe", "mnist", "momentum", 0.01, 64, 10_000 * 64 / 60_000,
-               momentum=0.9, weight_decay=5e-4, note="'inv' learning-rate schedule not modelled"),
+               momentum=0.9, weight_decay=5e-4, schedule="inv",
+               note="Caffe's lenet_solver: 'inv' policy, gamma 1e-4, power 0.75"),
         Preset("torch-mnist", "torch", "mnist", "sgd", 0.05, 10, 20),
         Preset("theano-mnist", "theano", "mnist", "sgd", 0.1, 500, 200,
                note="up to 200 epochs with early stopping; run in full here"),
         Preset("tensorflow-cifar10", "tensorflow", "cifar10", "sgd", 0.1, 128, 2_560,
                note="exponential learning-rate decay not modelled"),
         Preset("caffe-cifar10", "caffe", "cifar10", "momentum", 0.001, 100, 10,
-               momentum=0.9, weight_decay=0.004, note="lr drops to 1e-4 late in the run: not modelled"),
+               momentum=0.9, weight_decay=0.004,
+               note="lr drops to 1e-4 for the last fifth of the run: not expressible (the 'step' "
+                    "policy drops at 50% and 75%)"),
         Preset("torch-cifar10", "torch", "cifar10", "sgd", 0.001, 1, 45),
         Preset("theano-cifar10", "theano", "cifar10", "momentum", 0.01, 50, 50, momentum=0.9),
     )

@@ -113,3 +113,27 @@ def test_torch_lenet5_on_digits_reaches_90_percent() -> None:
     assert data["config"]["optimizer"] == "momentum" and data["config"]["momentum"] == 0.9
     assert "epoch 10/10" in result.stderr
     assert _no_trial_children()
+
+
+def test_the_command_built_for_a_config_measures_exactly_that_config() -> None:
+    """knobs.measure_argv writes the command; run through the CLI, the trial's config is the same."""
+    from advisor.knobs import measure_argv
+    from advisor.records import Config
+
+    config = Config(framework="sklearn", optimizer="momentum", momentum=0.8, nesterov=True, learning_rate=0.03,
+                    batch_size=32, epochs=2, schedule="cosine", warmup_fraction=0.25, augment_translate=1,
+                    weight_decay=1e-4, seed=7)
+    argv = measure_argv(config, dataset="digits", model="mlp", train_samples=300)
+    assert argv[:2] == ["advisor", "measure"]
+    result = _invoke(*argv[2:], "--json")
+    assert result.exit_code == 0, result.output
+    measured = json.loads(result.stdout)
+    assert Config.from_dict(measured["config"]) == config
+    assert measured["workload"]["model"] == "mlp" and measured["train_samples"] == 300
+
+
+def test_flip_is_refused_before_any_trial_on_a_dataset_it_would_mislabel() -> None:
+    result = _invoke("--framework", "sklearn", "--dataset", "digits", "--augment-flip")
+    assert result.exit_code == 1
+    assert "augment_flip" in result.output and "'digits'" in result.output
+    assert _no_trial_children()

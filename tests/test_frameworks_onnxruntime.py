@@ -19,6 +19,7 @@ from advisor.frameworks.base import TrialDiverged, run_protocol  # noqa: E402
 from advisor.frameworks.onnxruntime import OnnxRuntimeTrainer  # noqa: E402
 from advisor.models import Layer, ModelSpec, get_model, param_count  # noqa: E402
 from advisor.records import Config  # noqa: E402
+from tests._backend_checks import check_augmentation_changes_training_batches_but_never_the_test_set  # noqa: E402
 
 # One config shared with the tensorflow tests: both backends must learn digits with it.
 SHARED = dict(framework="onnxruntime", batch_size=32, learning_rate=1e-3, optimizer="adam", epochs=10)
@@ -267,32 +268,4 @@ def test_adamw_is_the_same_ort_optimizer_as_adam() -> None:
 
 
 def test_augmentation_changes_training_batches_but_never_the_test_set(digits) -> None:
-    seen: dict[str, list[np.ndarray]] = {"x": [], "y": [], "test": []}
-
-    class Recording(OnnxRuntimeTrainer):
-        def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
-            seen["x"].append(np.array(x))
-            seen["y"].append(np.array(y))
-            return super().train_epoch(x, y)
-
-        def predict(self, x: np.ndarray) -> np.ndarray:
-            seen["test"].append(np.array(x))
-            return super().predict(x)
-
-    config = Config(framework="onnxruntime", batch_size=64, learning_rate=0.05, epochs=2, augment_translate=2,
-                    augment_flip=True, seed=4)
-    trainer = Recording(config)
-    trainer.configure()
-    try:
-        run_protocol(trainer, get_model("lenet5"), num_classes=10, config=config, emit=lambda e: None, **digits)
-    finally:
-        trainer.close()
-    rng = np.random.default_rng(config.seed)  # the protocol's shuffling stream
-    for x, y in zip(seen["x"], seen["y"]):
-        order = rng.permutation(len(digits["x_train"]))
-        np.testing.assert_array_equal(y, digits["y_train"][order])
-        raw = digits["x_train"][order]
-        assert x.shape == raw.shape
-        assert np.mean(np.any(x != raw, axis=(1, 2, 3))) > 0.8  # most images moved or were mirrored
-    assert len(seen["x"]) == 2 and len(seen["test"]) == 3  # two evaluations and the timed predict
-    assert all(np.array_equal(t, digits["x_test"]) for t in seen["test"])
+    check_augmentation_changes_training_batches_but_never_the_test_set(OnnxRuntimeTrainer, "onnxruntime", digits)

@@ -21,6 +21,7 @@ from advisor.frameworks._numpy_cnn import NumpyNet  # noqa: E402
 from advisor.frameworks.base import TrialDiverged, run_protocol  # noqa: E402
 from advisor.frameworks.torch import TorchTrainer  # noqa: E402
 from advisor.records import Config  # noqa: E402
+from tests._backend_checks import check_augmentation_changes_training_batches_but_never_the_test_set  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 
@@ -242,34 +243,7 @@ def test_learning_rate_applied_per_step_follows_the_schedule(digits, schedule: s
 
 
 def test_augmentation_changes_training_batches_but_never_the_test_set(digits) -> None:
-    seen: dict[str, list[np.ndarray]] = {"train": [], "test": []}
-
-    class Recording(TorchTrainer):
-        def train_epoch(self, x: np.ndarray, y: np.ndarray) -> float:
-            seen["train"].append(np.array(x))
-            return super().train_epoch(x, y)
-
-        def predict(self, x: np.ndarray) -> np.ndarray:
-            seen["test"].append(np.array(x))
-            return super().predict(x)
-
-    def run(**knobs: Any) -> None:
-        config = Config(framework="torch", batch_size=32, learning_rate=0.05, epochs=2, **knobs)
-        trainer = Recording(config)
-        trainer.configure()
-        run_protocol(trainer, models.get_model("lenet5"), num_classes=10, config=config, emit=lambda e: None,
-                     **digits)
-
-    run()
-    plain_train, plain_test = seen["train"][:], seen["test"][:]
-    seen["train"].clear(), seen["test"].clear()
-    run(augment_translate=2, augment_flip=True)
-    for plain, augmented in zip(plain_train, seen["train"]):
-        assert plain.shape == augmented.shape
-        changed = np.mean(np.any(plain != augmented, axis=(1, 2, 3)))
-        assert changed > 0.8  # most images moved or were mirrored
-    assert all(np.array_equal(a, digits["x_test"]) for a in seen["test"])
-    assert len(seen["test"]) == len(plain_test)
+    check_augmentation_changes_training_batches_but_never_the_test_set(TorchTrainer, "torch", digits)
 
 
 def test_label_smoothing_adamw_and_nesterov_reach_the_torch_objects() -> None:

@@ -413,9 +413,11 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         "- Frameworks, models or epoch counts outside the measured ranges; trees do not extrapolate, they",
         "  flatten, so times beyond the largest measured ones are underestimated.",
         "- A coverage well below 80% above means the bands are too narrow for that kind of transfer.",
-        "- Datasets without a landmark (fashion-mnist, whose files were not at hand when the registry's",
-        "  scores were measured): the accuracy model uses the median landmark of its training rows",
-        "  instead, so its accuracy is predicted as if the dataset were of middling difficulty.",
+        "- Datasets without a landmark (a user's .npz before `advisor datasets landmark` has scored it):",
+        "  the accuracy model uses the median landmark of its training rows instead, so its accuracy is",
+        "  predicted as if the dataset were of middling difficulty.",
+        "- Training-recipe knobs (schedules, augmentation, label smoothing, bfloat16, ...) added after a",
+        "  model was fitted: that model cannot see them, so recommend keeps them at their defaults.",
         "",
     ]
     path = Path(path)
