@@ -27,14 +27,12 @@ from advisor._tuning._read import (
     objectives_of, study_points,
 )
 from advisor._tuning._samplers import SAMPLERS, make_sampler, resolve_sampler
+from advisor._tuning._spec import StudyProgress, StudySpec, StudySummary, check_budget, progress_of, read_spec
 from advisor._tuning._storage import (
     DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S, DEFAULT_STORAGE, mask_url, open_storage,
     validate_storage_url, validate_study_name,
 )
-from advisor._tuning._study import (
-    StudyProgress, StudySpec, StudySummary, check_budget, progress_of, read_spec,
-    sigterm_as_interrupt, worker_loop,
-)
+from advisor._tuning._study import sigterm_as_interrupt, worker_loop
 from advisor._tuning._workers import run_local_workers, split_cores
 from advisor.errors import InvalidParameterError, StorageError, invalid_parameter
 from advisor.pareto import OBJECTIVES, ParetoFront, parse_constraint, parse_objectives

@@ -1,4 +1,8 @@
-"""The study: its stored specification, the objective, and one worker's trial loop."""
+"""One worker's trial loop: the objective it optimises, and how it handles interrupts.
+
+The study's records live in :mod:`advisor._tuning._spec`, and riding out a storage outage in
+:mod:`advisor._tuning._outage`.
+"""
 
 from __future__ import annotations
 
@@ -10,178 +14,27 @@ import signal
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
-from advisor import __version__
-from advisor._tuning._early_stopping import EarlyStopping, optimistic_point, prune_decision
+from advisor._tuning._early_stopping import optimistic_point, prune_decision
+from advisor._tuning._outage import STORAGE_OUTAGE_S, first_line, is_outage, outage_error, retry_storage
 from advisor._tuning._read import (
-    ERROR_ATTR, PROCESS_ATTR, PRUNE_ATTR, RESULT_ATTR, SPEC_ATTR, STATUS_ATTR, TrialCounts, count_trials, front_of,
-    json_safe, process_identity,
+    ERROR_ATTR, PROCESS_ATTR, PRUNE_ATTR, RESULT_ATTR, STATUS_ATTR, count_trials, front_of, json_safe,
+    process_identity,
 )
 from advisor._tuning._samplers import make_sampler
+from advisor._tuning._spec import StudyProgress, StudySpec, progress_of, read_spec
 from advisor.datasets import refused_knobs
-from advisor.errors import InvalidParameterError, StorageError
 from advisor.hardware import cpu_bf16_support
-from advisor.pareto import OBJECTIVES, Constraint, ParetoFront, parse_constraint
-from advisor.records import EpochRecord, Workload
-from advisor.space import SearchSpace, combined_space, space_from_document
+from advisor.pareto import OBJECTIVES
+from advisor.records import EpochRecord
+from advisor.space import SearchSpace
 
-__all__ = ["StudySpec", "StudyProgress", "StudySummary", "worker_loop", "sigterm_as_interrupt"]
+__all__ = ["make_objective", "sigterm_as_interrupt", "suggest", "worker_loop"]
 
 logger = logging.getLogger("advisor.tuning")
 POLL_S = 1.0
-STORAGE_OUTAGE_S = 120.0  # how long a worker rides out an unreachable database before giving up
-
-
-def _first_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
-
-
-def is_outage(exc: BaseException | None) -> bool:
-    """Whether ``exc``, or an exception it was raised from or while handling, means the database
-    is unreachable (restarting, connection dropped, SQLite lock timeout)."""
-    import optuna
-    import sqlalchemy.exc
-
-    kinds = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError,
-             sqlalchemy.exc.InterfaceError)
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, kinds):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def outage_error(exc: BaseException, waited_s: float) -> StorageError:
-    cause = exc.__cause__ or exc.__context__ or exc
-    return StorageError(f"The study storage stayed unreachable for {waited_s:.0f} s ({_first_line(cause)}); "
-                        f"finished trials are kept: run the worker again once the database is back.")
-
-
-def retry_storage(call: Callable[[], Any], *, what: str, window_s: float = STORAGE_OUTAGE_S) -> Any:
-    """``call()``, retried with back-off while the database is unreachable, for up to ``window_s``.
-
-    Raises:
-        StorageError: One line, when the database stays unreachable.
-    """
-    started, delay = time.monotonic(), 0.5
-    while True:
-        try:
-            return call()
-        except Exception as exc:
-            waited = time.monotonic() - started
-            if not is_outage(exc):
-                raise
-            if waited >= window_s:
-                raise outage_error(exc, waited) from None
-            logger.warning("study storage unreachable while %s; retrying (%s)", what, _first_line(exc))
-            time.sleep(delay)
-            delay = min(2 * delay, 5.0)
-
-
-@dataclass(frozen=True)
-class StudySpec:
-    """What a study is, stored as the study user attribute ``advisor.spec`` when it is created, so
-    a worker needs only the study name and the storage URL."""
-
-    workload: Workload
-    space: Mapping[str, Any]  # {"name": ..., "document": ...}; see SearchSpace.document
-    objectives: tuple[str, ...]
-    n_trials: int
-    constraints: tuple[str, ...] = ()
-    sampler: str = "tpe"
-    seed: int = 0
-    wall_time_s: float | None = None
-    memory_mb: float | None = None
-    early_stopping: Mapping[str, Any] | None = None
-    heartbeat_interval: int = 10
-    grace_period: int = 60
-    advisor_version: str = __version__
-
-    def to_dict(self) -> dict[str, Any]:
-        return json_safe({
-            "workload": self.workload.to_dict(), "space": dict(self.space),
-            "objectives": list(self.objectives), "n_trials": self.n_trials,
-            "constraints": list(self.constraints), "sampler": self.sampler, "seed": self.seed,
-            "wall_time_s": self.wall_time_s, "memory_mb": self.memory_mb,
-            "early_stopping": dict(self.early_stopping) if self.early_stopping else None,
-            "heartbeat_interval": self.heartbeat_interval, "grace_period": self.grace_period,
-            "advisor_version": self.advisor_version,
-        })
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "StudySpec":
-        data = dict(data)
-        data["workload"] = Workload.from_dict(data["workload"])
-        data["objectives"] = tuple(data["objectives"])
-        data["constraints"] = tuple(data.get("constraints", ()))
-        return cls(**data)
-
-    def build_space(self, *, cores: int | None) -> SearchSpace:
-        """The search space, with ``${cores}`` resolved for the cores this worker has."""
-        doc = self.space["document"]
-        if "combined" in doc:
-            return combined_space(doc["combined"]["frameworks"], doc["combined"]["target"], cores=cores)
-        return space_from_document(doc, name=self.space["name"], cores=cores,
-                                   source=str(self.space.get("source", "")))
-
-    def parsed_constraints(self) -> list[Constraint]:
-        return [parse_constraint(c) for c in self.constraints]
-
-    def stopping(self) -> EarlyStopping | None:
-        return EarlyStopping(**self.early_stopping) if self.early_stopping else None
-
-    def same_study_as(self, other: "StudySpec") -> str | None:
-        """The first defining difference (workload, space, objectives, constraints), or ``None``."""
-        if self.workload != other.workload:
-            return "workload"
-        if json_safe(dict(self.space)) != json_safe(dict(other.space)):
-            return "search space"
-        if self.objectives != other.objectives:
-            return "objectives"
-        if sorted(self.constraints) != sorted(other.constraints):
-            return "constraints"
-        return None
-
-
-@dataclass(frozen=True)
-class StudyProgress:
-    """Where a study stands (passed to the progress callback)."""
-
-    study: str
-    n_trials: int
-    counts: TrialCounts
-    front_size: int
-    hypervolume: float
-    last: str = ""
-
-
-@dataclass(frozen=True)
-class StudySummary:
-    """What :func:`advisor.tuning.run_study` returns."""
-
-    study: str
-    storage: str
-    n_trials: int
-    counts: TrialCounts
-    front: ParetoFront
-    sampler: str
-    workers: int
-    elapsed_s: float
-    interrupted: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        return json_safe({
-            "study": self.study, "storage": self.storage, "n_trials": self.n_trials,
-            "counts": self.counts.__dict__.copy(), "sampler": self.sampler, "workers": self.workers,
-            "elapsed_s": self.elapsed_s, "interrupted": self.interrupted, "notes": list(self.notes),
-            "pareto": self.front.to_dict(),
-        })
 
 
 class _TrialFailed(Exception):
@@ -267,21 +120,6 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def progress_of(study: Any, spec: StudySpec, *, last: str = "") -> StudyProgress:
-    trials = study.get_trials(deepcopy=False)
-    front = front_of(trials, spec.objectives, study=study.study_name)
-    return StudyProgress(study=study.study_name, n_trials=spec.n_trials, counts=count_trials(trials),
-                         front_size=len(front.points), hypervolume=front.hypervolume, last=last)
-
-
-def read_spec(study: Any) -> StudySpec:
-    data = study.user_attrs.get(SPEC_ATTR)
-    if not data:
-        raise StorageError(f"Study {study.study_name!r} was not created by 'advisor tune' (it has no "
-                           f"{SPEC_ATTR!r} attribute): tune it with a new --study name.")
-    return StudySpec.from_dict(data)
 
 
 def suggest(trial: Any, space: SearchSpace, *, exclude: Collection[str] = ()) -> dict[str, Any]:
@@ -470,12 +308,5 @@ def _worker_loop(
             outage_since = now if outage_since is None else outage_since
             if now - outage_since >= STORAGE_OUTAGE_S:
                 raise outage_error(exc, now - outage_since) from None
-            logger.warning("study storage unreachable; retrying (%s)", _first_line(exc))
+            logger.warning("study storage unreachable; retrying (%s)", first_line(exc))
             time.sleep(POLL_S)
-
-
-def check_budget(n_trials: Any) -> int:
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise InvalidParameterError(f"The 'n_trials' parameter of run_study must be an integer >= 1. "
-                                    f"Got {n_trials!r} instead.")
-    return n_trials

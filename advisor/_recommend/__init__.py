@@ -1,0 +1,1 @@
+"""Private modules of :mod:`advisor.recommend`; import the public names from there."""

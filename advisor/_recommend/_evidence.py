@@ -1,0 +1,123 @@
+"""Evidence and extrapolation: the measured trials nearest a choice, and when to distrust the bands.
+
+Each choice carries evidence: the nearest measured trials in standardised feature space. When the
+table has no trials on the requested device kind, or none near the dataset's meta-features, the
+result says it is an extrapolation, gives the reasons and widens the bands.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from advisor import knowledge
+from advisor._recommend._result import Evidence
+from advisor._recommend._workload import Target, WorkloadInfo
+
+__all__ = ["EVIDENCE_K", "TrialSpace", "extrapolation", "nearest_trials", "widen"]
+
+EVIDENCE_K = 3
+# How much wider an extrapolated band is: x2 in log space for time and memory, +-0.1 accuracy.
+WIDEN_LOG = 2.0
+WIDEN_ACCURACY = 0.1
+
+
+class TrialSpace:
+    """Standardised feature space of the table's trials, for nearest-trial evidence."""
+
+    def __init__(self, surrogate: Any, table: knowledge.Table) -> None:
+        from advisor.surrogate.features import encode
+
+        self.schema = surrogate.schema
+        self.cat = np.array([f.kind == "cat" for f in self.schema.features])
+        self.log = np.array([f.log for f in self.schema.features])
+        self.x = self._transform(encode(table.columns, self.schema))
+        with warnings.catch_warnings():  # an all-unknown column (no GPU trials...) has no spread
+            warnings.simplefilter("ignore", RuntimeWarning)
+            std = np.nanstd(self.x[:, ~self.cat], axis=0)
+        self.std = np.where((std > 0) & np.isfinite(std), std, 1.0)
+
+    def _transform(self, x: np.ndarray) -> np.ndarray:
+        x = x.copy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x[:, self.log] = np.where(x[:, self.log] > 0, np.log10(x[:, self.log]), np.nan)
+        return x
+
+    def distances(self, q: np.ndarray) -> np.ndarray:
+        """Distance from one encoded query row to every trial."""
+        q = self._transform(q[None, :])[0]
+        num = (self.x[:, ~self.cat] - q[~self.cat]) / self.std
+        num = np.where(np.isnan(num), np.where(np.isnan(self.x[:, ~self.cat]) & np.isnan(q[~self.cat]), 0.0, 1.0), num)
+        cat = self.x[:, self.cat]
+        qc = q[self.cat]
+        mismatch = ~((cat == qc) | (np.isnan(cat) & np.isnan(qc)))
+        return np.sqrt(np.sum(num ** 2, axis=1) + mismatch.sum(axis=1))
+
+
+def nearest_trials(space: TrialSpace, table: knowledge.Table, q: np.ndarray, framework: str,
+                   k: int) -> tuple[Evidence, ...]:
+    """The ``k`` trials of ``table`` nearest the encoded candidate ``q``, as evidence."""
+    d = space.distances(q)
+    same = np.array([f == framework for f in table["framework"]])
+    ok = np.array([s == "ok" for s in table["status"]])
+    # Completed trials of the same framework are the best evidence; fall back step by step.
+    for mask in (same & ok, same, ok):
+        if mask.any():
+            pool = np.flatnonzero(mask)
+            break
+    else:
+        pool = np.arange(len(d))
+    best = pool[np.argsort(d[pool], kind="stable")[:k]]
+    return tuple(
+        Evidence(
+            trial_id=table["trial_id"][i], framework=table["framework"][i], dataset_name=table["dataset_name"][i],
+            train_samples=table["train_samples"][i], device_kind=table["device_kind"][i],
+            distance=round(float(d[i]), 3), status=table["status"][i], train_time_s=table["train_time_s"][i],
+            test_accuracy=table["test_accuracy"][i], peak_memory_mb=table["peak_memory_mb"][i],
+        )
+        for i in best
+    )
+
+
+def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target) -> list[str]:
+    """Why a recommendation for ``workload`` on ``target`` extrapolates from ``table`` (empty: it does not)."""
+    ok = [i for i, s in enumerate(table["status"]) if s == "ok"]
+    kinds = {table["device_kind"][i] for i in ok}
+    reasons = []
+    if target.device_kind not in kinds:
+        reasons.append(f"the knowledge base has no measured {target.device_kind.upper()} trials "
+                       f"(it holds {', '.join(sorted(kinds)).upper() or 'none'}): every figure is predicted "
+                       f"from other hardware")
+    elif target.device_kind == "gpu" and target.gpu_model:
+        models = {table["gpu_model"][i] for i in ok if table["device_kind"][i] == "gpu"}
+        if target.gpu_model not in models:
+            reasons.append(f"no measured trials on GPU model {target.gpu_model!r} "
+                           f"(measured: {', '.join(sorted(m for m in models if m)) or 'unknown models'})")
+    h, w, c = workload.input_shape
+    shapes = {(table["input_h"][i], table["input_w"][i], table["input_c"][i], table["num_classes"][i]) for i in ok}
+
+    def near(s: tuple[Any, ...]) -> bool:
+        if None in s or not s[0] or not s[1] or not s[3]:
+            return False
+        return (s[2] == c and abs(math.log2(h * w / (s[0] * s[1]))) <= 1.0
+                and abs(math.log2(workload.num_classes / s[3])) <= 1.0)
+
+    if not any(near(s) for s in shapes):
+        seen = ", ".join(f"{a}x{b}x{cc}/{k} classes" for a, b, cc, k in sorted(shapes, key=str)[:4]) or "none"
+        reasons.append(f"no measured trials on data like {h}x{w}x{c} with {workload.num_classes} classes "
+                       f"(measured: {seen})")
+    sizes = [table["train_samples"][i] for i in ok if table["train_samples"][i]]
+    if sizes and not (min(sizes) / 4 <= workload.train_samples <= max(sizes) * 4):
+        reasons.append(f"{workload.train_samples} training samples is far outside the measured "
+                       f"{min(sizes)}..{max(sizes)}")
+    return reasons
+
+
+def widen(band: Any, log: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The lower and upper bounds of ``band`` widened for an extrapolation (``log``: time, memory)."""
+    if log:
+        return band.mid * (band.lo / band.mid) ** WIDEN_LOG, band.mid * (band.hi / band.mid) ** WIDEN_LOG
+    return np.clip(band.lo - WIDEN_ACCURACY, 0, 1), np.clip(band.hi + WIDEN_ACCURACY, 0, 1)

@@ -1,0 +1,83 @@
+"""The records a recommendation returns: predictions with their bands, evidence, choices.
+
+Every figure in a :class:`Choice` is a prediction, never a measurement; :meth:`Recommendation.to_dict`
+is the ``--json`` form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from advisor._recommend._constraints import Constraints
+from advisor._recommend._workload import Target, WorkloadInfo
+
+__all__ = ["Choice", "Evidence", "Prediction", "Recommendation"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted median and its 10-90% band."""
+
+    lo: float
+    mid: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A measured trial near a recommended configuration."""
+
+    trial_id: str
+    framework: str
+    dataset_name: str
+    train_samples: int | None
+    device_kind: str
+    distance: float
+    status: str
+    train_time_s: float | None
+    test_accuracy: float | None
+    peak_memory_mb: float | None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One recommended configuration with its predictions (never measurements) and evidence."""
+
+    rank: int
+    framework: str
+    source: str
+    config: dict[str, Any]
+    space_params: dict[str, Any] | None
+    time_s: Prediction
+    accuracy: Prediction
+    memory_mb: Prediction
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The answer of :func:`recommend`."""
+
+    workload: WorkloadInfo
+    target: Target
+    constraints: Constraints
+    preference: str
+    choices: tuple[Choice, ...]
+    n_candidates: int
+    n_feasible: int
+    n_front: int
+    extrapolation: bool
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+    table: str
+    model_dir: str
+    table_mismatch: bool = False
+    #: No trial the surrogate was fitted on has this workload (dataset and training size): its bands
+    #: use the offset calibrated on held-out workloads. ``None`` when the model does not record them.
+    new_workload: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["target"]["gemm_gflops"] = dict(self.target.gemm_gflops)
+        return data

@@ -1,0 +1,101 @@
+"""Verification: run recommended configurations for real through the harness, and keep the results.
+
+Each choice is run, or skipped with the reason (its framework is not installed, there is no GPU,
+the dataset's files are not here); what ran is merged into the user's knowledge base.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor import knowledge
+from advisor._recommend._result import Choice, Prediction, Recommendation
+from advisor.records import Config, TrialResult
+
+__all__ = ["Verification", "verify"]
+
+_MODULE_OF = {"torch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime", "sklearn": "sklearn"}
+_DOWNLOADED = ("mnist", "fashion-mnist", "cifar10")
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A recommended configuration run for real, or why it was not."""
+
+    rank: int
+    framework: str
+    predicted: dict[str, Prediction]
+    status: str  # a TrialResult status, or "skipped"
+    measured: dict[str, float | None]
+    within_band: dict[str, bool | None]
+    trial_id: str | None = None
+    note: str | None = None
+
+
+def _why_not(choice: Choice, rec: Recommendation, data_dir: str | None) -> str | None:
+    fw = choice.framework
+    if importlib.util.find_spec(_MODULE_OF[fw]) is None:
+        return f"rank {choice.rank}: {fw} is not installed here (pip install 'advisor[all]'), so it was not run"
+    if rec.target.device_kind == "gpu":
+        from advisor import hardware
+
+        if not hardware.identity().gpus:
+            return f"rank {choice.rank}: this machine has no GPU, so a GPU configuration cannot be measured here"
+    if rec.workload.dataset in _DOWNLOADED:
+        from advisor import datasets
+        from advisor.errors import DatasetError
+
+        try:
+            datasets.find_files(rec.workload.dataset, data_dir=data_dir, download=False)
+        except DatasetError as exc:
+            return f"rank {choice.rank}: the {rec.workload.dataset} files are not here ({exc}); pass --data-dir"
+    return None
+
+
+def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir: str | Path | None = None,
+           knowledge_path: str | Path | None = None, time_limit_s: float | None = None,
+           ) -> tuple[list[Verification], knowledge.MergeStats | None]:
+    """Run the top ``n`` choices through the harness and merge them into the user's knowledge base.
+
+    Args:
+        rec: A recommendation.
+        n: How many of its choices to run.
+        data_dir: Folder with the dataset's canonical files.
+        workdir: Where trial folders go (default: a temporary folder).
+        knowledge_path: The knowledge base to merge into (default :func:`knowledge.user_knowledge_path`).
+        time_limit_s: Wall-time limit per trial (default 3x the predicted 90% time, plus 2 minutes).
+
+    Returns:
+        One :class:`Verification` per choice tried, and the merge statistics (``None`` if nothing ran).
+    """
+    from advisor import harness
+    from advisor.records import Workload
+
+    out: list[Verification] = []
+    results: list[TrialResult] = []
+    for choice in rec.choices[:n]:
+        predicted = {"train_time_s": choice.time_s, "test_accuracy": choice.accuracy, "peak_memory_mb": choice.memory_mb}
+        why = _why_not(choice, rec, data_dir)
+        if why:
+            out.append(Verification(choice.rank, choice.framework, predicted, "skipped", {}, {}, note=why))
+            continue
+        workload = Workload(dataset=rec.workload.dataset, model=rec.workload.model, data_dir=data_dir,
+                            train_samples=rec.workload.train_samples if rec.workload.train_samples_given else None)
+        limit = time_limit_s or 3 * choice.time_s.hi + 120
+        result = harness.run_trial(workload, Config.from_dict(choice.config),
+                                   limits=harness.Limits(wall_time_s=limit), workdir=workdir)
+        results.append(result)
+        measured = {"train_time_s": result.train_time_s, "test_accuracy": result.test_accuracy,
+                    "peak_memory_mb": result.peak_memory_mb}
+        within = {k: (None if v is None else bool(predicted[k].lo <= v <= predicted[k].hi)) for k, v in measured.items()}
+        note = result.error.splitlines()[0][:200] if result.error else None
+        out.append(Verification(choice.rank, choice.framework, predicted, result.status, measured, within,
+                                trial_id=result.trial_id, note=note))
+    stats = None
+    if results:
+        from advisor import hardware
+
+        stats = knowledge.append_to_user_knowledge(results, hardware=hardware.load_cached(), path=knowledge_path)
+    return out, stats
