@@ -259,7 +259,7 @@ def measure_argv(config: Any, *, dataset: str, model: str, data_dir: str | None 
         if knob.type == "bool":
             argv.append(knob.flag if value else "--no-" + knob.flag[2:])
         else:
-            argv += [knob.flag, format(value, "g") if isinstance(value, float) else str(value)]
+            argv += [knob.flag, repr(value) if isinstance(value, float) else str(value)]  # repr: exact
     return argv
 
 

@@ -206,3 +206,25 @@ def test_surrogate_fit_on_a_missing_table(tmp_path: Path) -> None:
     line = _one_line_error(runner.invoke(app, ["surrogate", "fit", "--table", str(tmp_path / "none.csv.gz"),
                                                "--out", str(tmp_path / "m")]))
     assert "does not exist" in line
+
+
+def test_every_choice_carries_the_command_that_measures_exactly_it() -> None:
+    """The shipped table and model: each choice's `command` parses back to its config, and running
+    the quickest one (digits, offline) measures exactly that config."""
+    import shlex
+
+    from advisor.records import Config
+
+    for dataset in ("mnist", "digits"):
+        result = runner.invoke(app, ["recommend", "--dataset", dataset, "--cpu", "--json"])
+        assert result.exit_code == 0, result.output
+        choices = json.loads(result.stdout)["choices"]
+        assert choices and all(c["command"].startswith("advisor measure ") for c in choices)
+        for c in choices:
+            argv = shlex.split(c["command"])
+            assert argv[argv.index("--dataset") + 1] == dataset
+            assert argv[argv.index("--framework") + 1] == c["framework"]
+    quickest = min(choices, key=lambda c: c["time_s"]["mid"])
+    measured = runner.invoke(app, [*shlex.split(quickest["command"])[1:], "--json"])
+    assert measured.exit_code in (0, 2), measured.output  # 2: it ran and ended otherwise (e.g. diverged)
+    assert Config.from_dict(json.loads(measured.stdout)["config"]) == Config.from_dict(quickest["config"])

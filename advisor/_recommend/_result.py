@@ -6,6 +6,7 @@ is the ``--json`` form.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -77,7 +78,19 @@ class Recommendation:
     #: use the offset calibrated on held-out workloads. ``None`` when the model does not record them.
     new_workload: bool | None = None
 
+    def command(self, choice: Choice, *, data_dir: str | None = None) -> str:
+        """The ``advisor measure`` command that runs ``choice`` on this workload, as one line."""
+        from advisor.knobs import measure_argv
+        from advisor.records import Config
+
+        w = self.workload
+        return shlex.join(measure_argv(Config.from_dict(choice.config), dataset=w.dataset, model=w.model,
+                                       data_dir=data_dir,
+                                       train_samples=w.train_samples if w.train_samples_given else None))
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["target"]["gemm_gflops"] = dict(self.target.gemm_gflops)
+        for item, choice in zip(data["choices"], self.choices):
+            item["command"] = self.command(choice)
         return data

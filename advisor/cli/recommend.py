@@ -111,6 +111,7 @@ def _print(rec: Any) -> None:
     out.print(table)
     for c in rec.choices:
         out.print(f"#{c.rank} {c.framework}: {_params(c.config)}")
+        out.print(f"    run it: {rec.command(c)}", highlight=False)
         for e in c.evidence:
             measured = ", ".join(filter(None, (
                 _seconds(e.train_time_s) if e.train_time_s is not None else None,
