@@ -1,0 +1,1 @@
+"""Private modules of :mod:`advisor.knowledge`; import the public names from there."""
