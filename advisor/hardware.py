@@ -18,12 +18,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import psutil
 
+from advisor._atomic import atomic_write
 from advisor.errors import invalid_parameter
 from advisor.knobs import THREAD_VARIABLES
 from advisor.records import GpuInfo, HardwareProfile
@@ -246,16 +246,7 @@ def _save(profile: HardwareProfile) -> Path:
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{profile.profile_id}.json"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(profile.to_dict(), indent=2, sort_keys=True))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, json.dumps(profile.to_dict(), indent=2, sort_keys=True))
     return path
 
 

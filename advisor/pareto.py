@@ -18,11 +18,11 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from advisor._atomic import atomic_write
 from advisor.errors import ConstraintError, InvalidParameterError, invalid_parameter
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "compute_front",
     "export_front",
     "FORMATS",
-    "atomic_write_bytes",
     "front_to_csv",
     "front_to_json",
     "front_to_html",
@@ -375,24 +374,6 @@ def compute_front(
 # ------------------------------------------------------------------------------------- export
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return target
-
-
 def _json_safe(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
@@ -502,4 +483,4 @@ def export_front(front: ParetoFront, fmt: str, path: str | os.PathLike[str]) -> 
     if fmt not in writers:
         raise InvalidParameterError(
             f"The 'format' parameter of export_front must be one of {', '.join(writers)}. Got {fmt!r} instead.")
-    return atomic_write_bytes(path, writers[fmt]())
+    return atomic_write(path, writers[fmt]())

@@ -13,10 +13,11 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from advisor._atomic import atomic_write
 
 __all__ = ["cache_root", "sha256_file", "lookup_digests", "store_digests"]
 
@@ -105,13 +106,6 @@ def store_digests(path: str | os.PathLike[str], digests: dict[str, str]) -> None
         with FileLock(str(table_path) + ".lock", timeout=30):
             table = _read_table(table_path)
             table[name] = entry
-            fd, tmp = tempfile.mkstemp(dir=root, prefix=".digests.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    json.dump(table, fh, sort_keys=True)
-                os.replace(tmp, table_path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            atomic_write(table_path, json.dumps(table, sort_keys=True), fsync=False)
     except Exception as exc:  # an unwritable cache costs a re-hash later, nothing more
         _log.debug("could not record digests in %s: %s", root, exc)

@@ -6,13 +6,12 @@ import csv
 import gc
 import gzip
 import io
-import os
-import tempfile
 import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from advisor._atomic import atomic_write
 from advisor._knowledge._cells import format_cell, parse_column
 from advisor._knowledge._schema import COLUMNS, OPTIONAL_DEFAULTS, SCHEMA_VERSION, Table
 from advisor.errors import KnowledgeBaseError
@@ -40,16 +39,7 @@ def write(table: Table | Iterable[Mapping[str, Any]], path: str | Path) -> int:
     formatted = [[format_cell(v, kind) for v in table.columns[name]] for name, kind in COLUMNS.items()]
     writer.writerows(zip(*formatted))
     data = gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data)
     return len(table)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
+from advisor._atomic import atomic_write
 from advisor.errors import invalid_parameter
 from advisor.harness.env import build_child_env, resolve_cores
 from advisor.harness.events import EventReader
@@ -300,18 +301,6 @@ def _failed_log(what: str, exc: OSError) -> TrialLog:
     return log
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it, so no half-written file is left."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _absolute_paths(workload: Workload) -> Workload:
     """Resolve relative data paths against the caller's folder: the child runs in its trial folder."""
     changes: dict[str, Any] = {}
@@ -389,7 +378,7 @@ def run_trial(
             "limits": {"wall_time_s": limits.wall_time_s, "memory_mb": limits.memory_mb},
         }
         try:
-            _write_atomically(trial_dir / TRIAL_NAME, json.dumps(spec, indent=2).encode("utf-8"))
+            atomic_write(trial_dir / TRIAL_NAME, json.dumps(spec, indent=2), fsync=False)
         except OSError as exc:
             return build_result(_failed_log(f"cannot write {TRIAL_NAME} in {trial_dir}", exc), {"spawned": False},
                                 trial_dir=None if temporary else trial_dir, **facts)

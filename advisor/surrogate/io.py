@@ -18,10 +18,10 @@ import json
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeGuard
 
+from advisor._atomic import atomic_write
 from advisor import __version__
 from advisor.errors import SurrogateError
 from advisor.surrogate._compat import import_lightgbm
@@ -96,19 +96,6 @@ def _model_file(objective: str, alpha: float) -> str:
     return f"{objective}.q{round(alpha * 100):02d}.txt"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path | None = None) -> Path:
     """Write the boosters as text and ``meta.json`` (written last, so a folder with a meta is complete).
 
@@ -127,7 +114,7 @@ def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path 
         files[objective] = {}
         for alpha, booster in models.items():
             name = _model_file(objective, alpha)
-            _write_atomic(directory / name, booster.model_to_string())
+            atomic_write(directory / name, booster.model_to_string())
             files[objective][str(alpha)] = name
     meta: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
@@ -140,7 +127,7 @@ def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path 
         "table_sha256": file_sha256(table_path) if table_path is not None else surrogate.meta.get("table_sha256"),
     }
     path = directory / META_NAME
-    _write_atomic(path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    atomic_write(path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return path
 
 
