@@ -113,11 +113,19 @@ def test_resnet9_width_is_in_the_name_and_built_on_demand() -> None:
     assert spec.name == "resnet9_w24" and spec == models.resnet9(24) and spec.is_convolutional
     assert "24" in spec.description and "ResNet-9" in spec.description
     for name in ("resnet9_w7", "resnet9_w129", "resnet9_w016", "resnet9_w", "resnet9"):
-        with pytest.raises(UnknownNameError, match=r"resnet9_w<N> with a base width N in 8\.\.128") as info:
+        with pytest.raises(UnknownNameError, match=r"resnet9_w<N> \(N in 8\.\.128\)") as info:
             models.get_model(name)
         assert "\n" not in str(info.value)
     with pytest.raises(InvalidParameterError, match="width"):
         models.resnet9(4)
+
+
+def test_bn_cnn_family_by_width() -> None:
+    assert models.get_model("bn_cnn").layers == models.bn_cnn(32).layers
+    spec = models.get_model("bn_cnn_w8")
+    assert spec == models.bn_cnn(8) and models.param_count(spec, (28, 28, 1), 10) == 8_834
+    with pytest.raises(UnknownNameError, match=r"bn_cnn_w<N> \(N in 4\.\.128\)"):
+        models.get_model("bn_cnn_w2")
 
 
 def test_residual_body_that_changes_the_shape_is_refused() -> None:

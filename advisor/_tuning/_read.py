@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from advisor._json import json_safe
 from advisor.pareto import OBJECTIVES, ParetoFront, TrialPoint, compute_front
 
 __all__ = ["SPEC_ATTR", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "TrialCounts", "StudyInfo",
@@ -27,17 +27,6 @@ def process_identity(pid: int | None = None) -> str:
     import socket
 
     return f"{socket.gethostname()}:{os.getpid() if pid is None else pid}"
-
-
-def json_safe(obj: Any) -> Any:
-    """Replace NaN and infinities by ``None`` (Optuna stores user attributes as strict JSON)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Mapping):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import sys
 from typing import Any, Callable, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
+from advisor._json import json_safe
 from advisor.errors import AdvisorError
 
 out = Console(soft_wrap=True)
@@ -29,19 +29,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code=code)
 
 
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def print_json(obj: Any) -> None:
     """Write ``obj`` as strict JSON (NaN and inf become null) to stdout."""
-    sys.stdout.write(json.dumps(_clean(obj), indent=2, sort_keys=True, default=str) + "\n")
+    sys.stdout.write(json.dumps(json_safe(obj), indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
 
 

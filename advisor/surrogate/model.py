@@ -11,37 +11,11 @@ held-out figures (leave one dataset out / one training size out / random 5-fold)
 time MAPE 35.1 / 15.4 / 12.9% sorted against 31.0 / 15.4 / 13.0% kept; memory MAPE 17.6 / 4.5 /
 1.8% sorted against 18.0 / 4.6 / 1.8% kept.
 
-Boosted quantile models give bands that are too narrow on rows they did not see (out of fold they
-covered 61-74% of values instead of 80%). ``fit`` therefore calibrates each band by conformalized
-quantile regression (Romano et al., 2019): out-of-fold 10% and 90% predictions over
-:data:`CALIBRATION_FOLDS` random folds give each row the score ``max(lo - y, y - hi)`` (in the
-model's space), and the band is widened (or narrowed) on both sides by the score's
-``ceil((n + 1) * 0.8) / n`` quantile, stored as ``meta["band_offsets"]``. On rows exchangeable
-with the training rows this makes the band cover about 80%; a new dataset is not exchangeable,
-which is why recommend widens an extrapolation's band further.
-
-Time is modelled relative to a physical baseline: per framework, non-negative coefficients
-(least relative error, fitted on the training rows only, plus a pooled set for a framework without
-rows of its own) of ``GFLOPs + steps + samples seen + 1 + activation traffic`` (compute, per-step
-overhead, per-sample data handling, start-up, and the layer outputs written and read per sample,
-which count the element-wise and memory-bound work that FLOPs miss). The boosters' target is
-``log(train_time_s / baseline)`` (:data:`TIME_TARGET`), a prediction is multiplied back by the
-candidate's baseline, and the boosters also see ``log(baseline / total_flops)`` as
-:data:`BASELINE_FEATURE`; the coefficients are stored in ``meta["time_baseline"]``. Trees cannot
-extrapolate, and a new dataset or model lies outside the measured ranges, so what they learn
-should be a correction that transfers: the baseline carries the scale. Held-out time MAPE on the
-shipped table (leave one dataset out / one training size out / random 5-fold, ``advisor surrogate
-evaluate``): per FLOP without a baseline 84.1 / 25.0 / 15.8%; per FLOP with a four-term baseline
-as a feature 79.1 / 19.9 / 14.1%; relative to the five-term baseline 31.0 / 15.4 / 13.0%.
-
-Memory is modelled the same way, relative to a per-framework baseline of
-:data:`MEMORY_BASIS` (a constant for the framework and runtime, the dataset held as float32, and
-one batch's layer outputs as float32): the target is ``log(peak_memory_mb / baseline)``
-(:data:`MEMORY_TARGET`) and the boosters see ``log(baseline)`` as
-:data:`~advisor.surrogate.features.MEMORY_BASELINE_FEATURE`. Held-out memory MAPE on the shipped
-table (same three schemes): 22.1 / 8.1 / 2.4% modelled as ``log(peak_memory_mb)``, 17.6 / 4.5 /
-1.8% relative to the baseline. (A parameter term made the baseline worse on a held-out dataset:
-24% against 14% for the baseline alone, measured while choosing.)
+Time and memory are modelled relative to physical baselines (:mod:`advisor.surrogate._baselines`
+holds them with the held-out figures that chose them), and the bands are calibrated by
+conformalized quantile regression (:mod:`advisor.surrogate._calibration`). Which rows train which
+model, and the transform between measured values and the boosters' targets, are in
+:mod:`advisor.surrogate._targets`.
 
 Accuracy is modelled relative to the dataset's landmark (:mod:`advisor._datasets.landmark`, the
 test accuracy of a fixed ridge classifier): the target is ``accuracy - landmark`` and a prediction
@@ -57,28 +31,27 @@ Out of fold on the shipped table (median models): leave one dataset out 0.232 (p
 landmark (a user's ``.npz`` in a merged table) uses the median landmark of the training rows,
 stored as ``meta["accuracy_target"]["landmark_fallback"]``.
 
-Which rows train which model:
-
-- ``test_accuracy``: status ``ok`` and not synthetic (synthetic data has no accuracy meaning);
-- ``train_time_s``: status ``ok`` or ``pruned`` (with the epochs it completed) and not contended
-  (a timing disturbed by other processes would teach the model noise);
-- ``peak_memory_mb``: status ``ok`` or ``pruned``.
-
 Training is deterministic: fixed seed, ``deterministic=True``, one thread by default.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from advisor.errors import SurrogateError
+from advisor.surrogate._baselines import (MEMORY_BASIS, MEMORY_TARGET, POOLED, TIME_BASIS, TIME_TARGET,
+                                          fit_memory_baseline, fit_time_baseline, memory_baseline, reference_gflops,
+                                          time_baseline, with_memory_baseline, with_time_baseline)
+from advisor.surrogate._boosters import _train_one, lgb_params
+from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate,
+                                            conformal_offset, seen_workloads, workload_keys)
 from advisor.surrogate._compat import import_lightgbm
-from advisor.surrogate.features import (BASELINE_FEATURE, FEATURES, MEMORY_BASELINE_FEATURE, FeatureSchema, encode,
-                                       schema_from_columns)
+from advisor.surrogate._targets import (_LANDMARK, ACCURACY_COMPANION, LOG_OBJECTIVES, MIN_ROWS, OBJECTIVES, QUANTILES,
+                                        _landmark_or, from_model_space, to_model_space, training_columns)
+from advisor.surrogate.features import FeatureSchema, encode, schema_from_columns
 
 __all__ = [
     "OBJECTIVES",
@@ -112,18 +85,7 @@ __all__ = [
     "lgb_params",
 ]
 
-OBJECTIVES = ("train_time_s", "test_accuracy", "peak_memory_mb")
-#: Boosters on plain accuracy, kept beside the landmark-relative ``test_accuracy`` ones: a
-#: prediction takes the lower of the two, quantile by quantile.
-ACCURACY_COMPANION = "test_accuracy_plain"
-QUANTILES = (0.1, 0.5, 0.9)
-LOG_OBJECTIVES = frozenset({"train_time_s", "peak_memory_mb"})
-MIN_ROWS = 5
 DEFAULT_ROUNDS = 150
-#: Random folds of the in-fit band calibration (0 disables it).
-CALIBRATION_FOLDS = 4
-#: The coverage the calibrated 10-90% band aims at.
-BAND_COVERAGE = QUANTILES[2] - QUANTILES[0]
 
 
 @dataclass(frozen=True)
@@ -136,250 +98,6 @@ class Band:
 
     def row(self, i: int) -> tuple[float, float, float]:
         return float(self.lo[i]), float(self.mid[i]), float(self.hi[i])
-
-
-def _row_usable(objective: str, status: str, value: Any, synthetic: Any, contended: Any) -> bool:
-    if value is None or not math.isfinite(value):
-        return False
-    if objective == "test_accuracy":
-        return status == "ok" and not synthetic
-    if value <= 0 or status not in ("ok", "pruned"):
-        return False
-    return not (objective == "train_time_s" and contended)
-
-
-def training_columns(columns: Mapping[str, Sequence[Any]], objective: str) -> tuple[dict[str, list[Any]], np.ndarray]:
-    """The rows that may train ``objective``, and their measured values.
-
-    Pruned rows count with the epochs they completed, so their time matches their features.
-
-    Returns:
-        ``(columns, values)``: the selected columns and the objective's measured values.
-    """
-    keep = [
-        i for i, (st, v, syn, con) in enumerate(zip(
-            columns["status"], columns[objective], columns["synthetic"], columns["contended"]))
-        if _row_usable(objective, st, v, syn, con)
-    ]
-    picked = {name: [col[i] for i in keep] for name, col in columns.items()}
-    picked["cfg_epochs"] = [
-        (done if st == "pruned" and done else ep)
-        for st, done, ep in zip(picked["status"], picked["epochs_completed"], picked["cfg_epochs"])
-    ]
-    return picked, np.array(picked[objective], dtype=float)
-
-
-_INDEX = {f.name: i for i, f in enumerate(FEATURES)}
-_TOTAL_FLOPS = _INDEX["total_flops"]
-
-#: The terms of the per-framework time baseline, in the order of its coefficients. Activation
-#: traffic is samples seen times the model's layer outputs per sample (millions of elements): the
-#: element-wise, pooling and memory-bound work that FLOPs do not count.
-TIME_BASIS = ("training GFLOPs", "training steps", "training samples seen", "start-up", "activation traffic")
-#: What the time boosters learn (``meta["time_target"]``): the log of the measured time over the baseline.
-TIME_TARGET = "log(train_time_s / baseline)"
-#: The terms of the per-framework memory baseline (MiB): the framework and runtime, the dataset
-#: held in memory as float32 (train and test), and one batch's layer outputs as float32.
-MEMORY_BASIS = ("framework and runtime", "dataset in memory", "activations of one batch")
-#: What the memory boosters learn (``meta["memory_target"]``).
-MEMORY_TARGET = "log(peak_memory_mb / baseline)"
-#: The coefficients of the baseline fitted on every framework's rows together, used for a
-#: framework without enough rows of its own.
-POOLED = "*"
-
-
-def _time_basis(x: np.ndarray, reference_gflops: float | None = None) -> np.ndarray:
-    samples = x[:, _INDEX["samples_seen"]]
-    gflops = x[:, _TOTAL_FLOPS] / 1e9
-    if reference_gflops:  # the compute at the reference GEMM speed: scaled by each row's calibrated speed
-        speed = x[:, _INDEX["hw_gflops"]]
-        gflops = gflops * reference_gflops / np.where(np.isfinite(speed) & (speed > 0), speed, reference_gflops)
-    # a row whose model has no known layer shapes gets no traffic term rather than no baseline
-    traffic = np.nan_to_num(samples * x[:, _INDEX["activations_per_sample"]] / 1e6, nan=0.0)
-    return np.stack([gflops, x[:, _INDEX["total_steps"]], samples, np.ones(len(x)), traffic], axis=1)
-
-
-def reference_gflops(x: np.ndarray) -> float | None:
-    """The median calibrated GEMM speed of the rows (GFLOP/s), or ``None`` when none is calibrated.
-
-    With a reference, the baseline's compute term is the training GFLOPs scaled to that speed by
-    each row's own calibrated speed (a row without one is taken to run at the reference); without
-    one, calibration is ignored for every row, so a model fitted on uncalibrated trials treats a
-    calibrated candidate alike.
-    """
-    speed = x[:, _INDEX["hw_gflops"]]
-    speed = speed[np.isfinite(speed) & (speed > 0)]
-    return float(np.median(speed)) if len(speed) else None
-
-
-def _framework_names(x: np.ndarray, schema: FeatureSchema) -> list[str | None]:
-    levels = schema.levels.get("framework", ())
-    codes = x[:, _INDEX["framework"]]
-    return [levels[int(c)] if np.isfinite(c) and 0 <= int(c) < len(levels) else None for c in codes]
-
-
-def _fit_baseline(basis: np.ndarray, values: np.ndarray, names: np.ndarray) -> dict[str, list[float]]:
-    """Per name (and :data:`POOLED`), non-negative coefficients of ``basis`` with least squared
-    relative error; a name with fewer than :data:`MIN_ROWS` usable rows gets none."""
-    from scipy.optimize import nnls
-
-    usable = np.isfinite(basis).all(axis=1) & np.isfinite(values) & (values > 0)
-    out: dict[str, list[float]] = {}
-    for name in [POOLED] + sorted({n for n in names if n is not None}):
-        rows = usable & ((names == name) if name != POOLED else True)
-        if rows.sum() < MIN_ROWS:
-            continue
-        coef, _ = nnls(basis[rows] / values[rows, None], np.ones(int(rows.sum())))
-        if np.any(coef > 0):
-            out[name] = [float(c) for c in coef]
-    return out
-
-
-def _apply_baseline(basis: np.ndarray, x: np.ndarray, schema: FeatureSchema,
-                    coefficients: Mapping[str, Sequence[float]]) -> np.ndarray:
-    levels = schema.levels.get("framework", ())
-    width = basis.shape[1]
-    pooled = coefficients.get(POOLED, [np.nan] * width)
-    # one row of coefficients per framework level (pooled without), picked by each row's level code
-    table = np.array([coefficients.get(name, pooled) for name in levels] + [pooled], dtype=float).reshape(-1, width)
-    codes = x[:, _INDEX["framework"]]
-    known = np.isfinite(codes) & (codes >= 0) & (codes < len(levels))
-    picked = table[np.where(known, codes, len(levels)).astype(int)]
-    return np.einsum("ij,ij->i", basis, picked)
-
-
-def fit_time_baseline(x: np.ndarray, seconds: np.ndarray, schema: FeatureSchema, *,
-                      reference: float | None = None) -> dict[str, list[float]]:
-    """Per framework, the non-negative coefficients of :data:`TIME_BASIS` that fit ``seconds`` best.
-
-    The fit minimises the squared *relative* error (each row divided by its time), so fast and
-    slow trials weigh alike. A framework with fewer than :data:`MIN_ROWS` usable rows gets none.
-
-    Returns:
-        ``{framework: [c_gflops, c_step, c_sample, c_startup, c_traffic]}``, plus :data:`POOLED`
-        fitted on all usable rows.
-    """
-    return _fit_baseline(_time_basis(x, reference), seconds, np.array(_framework_names(x, schema), dtype=object))
-
-
-def time_baseline(x: np.ndarray, schema: FeatureSchema, coefficients: Mapping[str, Sequence[float]], *,
-                  reference: float | None = None) -> np.ndarray:
-    """The baseline time (s) of each row: its framework's coefficients, else the pooled ones; NaN
-    where neither exists."""
-    return _apply_baseline(_time_basis(x, reference), x, schema, coefficients)
-
-
-def _memory_basis(x: np.ndarray) -> np.ndarray:
-    pixels = x[:, _INDEX["pixels"]] * x[:, _INDEX["input_c"]]
-    mib = 4 / 2**20  # float32
-    data = (x[:, _INDEX["train_samples"]] + np.nan_to_num(x[:, _INDEX["test_samples"]], nan=0.0)) * pixels * mib
-    batch = np.nan_to_num(x[:, _INDEX["batch_size"]] * x[:, _INDEX["activations_per_sample"]] * mib, nan=0.0)
-    return np.stack([np.ones(len(x)), data, batch], axis=1)
-
-
-def fit_memory_baseline(x: np.ndarray, mib: np.ndarray, schema: FeatureSchema) -> dict[str, list[float]]:
-    """Per framework, the non-negative coefficients of :data:`MEMORY_BASIS` that fit ``mib`` best
-    (least squared relative error, as :func:`fit_time_baseline`), plus :data:`POOLED`."""
-    return _fit_baseline(_memory_basis(x), mib, np.array(_framework_names(x, schema), dtype=object))
-
-
-def memory_baseline(x: np.ndarray, schema: FeatureSchema, coefficients: Mapping[str, Sequence[float]]) -> np.ndarray:
-    """The baseline peak memory (MiB) of each row (its framework's coefficients, else the pooled ones)."""
-    return _apply_baseline(_memory_basis(x), x, schema, coefficients)
-
-
-def with_memory_baseline(x: np.ndarray, schema: FeatureSchema,
-                         coefficients: Mapping[str, Sequence[float]]) -> np.ndarray:
-    """A copy of ``x`` with :data:`MEMORY_BASELINE_FEATURE` filled in (``log(baseline)``)."""
-    out = x.copy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.log(memory_baseline(x, schema, coefficients))
-    out[:, _INDEX[MEMORY_BASELINE_FEATURE]] = np.where(np.isfinite(value), value, np.nan)
-    return out
-
-
-def with_time_baseline(x: np.ndarray, schema: FeatureSchema, coefficients: Mapping[str, Sequence[float]], *,
-                       reference: float | None = None) -> np.ndarray:
-    """A copy of ``x`` with :data:`BASELINE_FEATURE` filled in (``log(baseline / total_flops)``)."""
-    out = x.copy()
-    base, flops = time_baseline(x, schema, coefficients, reference=reference), x[:, _TOTAL_FLOPS]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.log(base / flops)
-    out[:, _INDEX[BASELINE_FEATURE]] = np.where(np.isfinite(value), value, np.nan)
-    return out
-
-
-_LANDMARK = _INDEX["landmark"]
-
-
-def _landmark_or(x: np.ndarray, fallback: float) -> np.ndarray:
-    mark = x[:, _LANDMARK]
-    return np.where(np.isnan(mark), fallback, mark)
-
-
-def to_model_space(objective: str, values: np.ndarray, x: np.ndarray, *,
-                   landmark_fallback: float | None = None) -> np.ndarray:
-    """Measured values -> the booster's target (NaN where it cannot be formed).
-
-    Time and memory are the log of the value over their baseline, so ``x`` must have
-    :data:`BASELINE_FEATURE` or :data:`MEMORY_BASELINE_FEATURE` filled in.
-    Accuracy is modelled relative to the dataset's landmark when ``landmark_fallback`` is given
-    (rows without a landmark use it); with ``None`` it is modelled as is.
-    """
-    if objective == "test_accuracy":
-        return values if landmark_fallback is None else values - _landmark_or(x, landmark_fallback)
-    if objective not in LOG_OBJECTIVES:
-        return values
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.log(values)
-        if objective == "train_time_s":
-            out = out - _log_time_baseline(x)
-        else:
-            out = out - x[:, _INDEX[MEMORY_BASELINE_FEATURE]]
-    return np.where(np.isfinite(out), out, np.nan)
-
-
-def _log_time_baseline(x: np.ndarray) -> np.ndarray:
-    """``log`` of each row's baseline time, from :data:`BASELINE_FEATURE` (filled by
-    :func:`with_time_baseline`; NaN where it is not)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return x[:, _INDEX[BASELINE_FEATURE]] + np.log(x[:, _TOTAL_FLOPS])
-
-
-def from_model_space(objective: str, raw: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Booster outputs (rows x quantiles) -> values in the objective's unit.
-
-    Landmark-relative accuracy is brought back to accuracy by :meth:`Surrogate.predict_matrix`
-    before it is combined with the plain-accuracy model; here accuracy is only clipped.
-    """
-    if objective not in LOG_OBJECTIVES:
-        return np.clip(raw, 0.0, 1.0)
-    if objective == "train_time_s":
-        raw = raw + _log_time_baseline(x)[:, None]
-    else:
-        raw = raw + x[:, _INDEX[MEMORY_BASELINE_FEATURE]][:, None]
-    return np.exp(raw)
-
-
-def lgb_params(*, alpha: float, n_rows: int, seed: int, num_threads: int) -> dict[str, Any]:
-    """LightGBM parameters for one quantile model (leaf sizes scale with small tables)."""
-    min_leaf = max(2, min(20, n_rows // 25))
-    return {
-        "objective": "quantile",
-        "alpha": alpha,
-        "learning_rate": 0.1,
-        "num_leaves": 31,
-        "min_data_in_leaf": min_leaf,
-        "min_data_per_group": min_leaf,
-        "cat_smooth": 1.0,
-        "min_data_in_bin": 1,
-        "feature_pre_filter": False,
-        "deterministic": True,
-        "force_col_wise": True,
-        "seed": seed,
-        "num_threads": num_threads,
-        "verbosity": -1,
-    }
 
 
 class Surrogate:
@@ -448,89 +166,10 @@ class Surrogate:
         return self.predict_matrix(encode(columns, self.schema), num_threads=num_threads)
 
 
-#: The features that identify a workload without its name: input shape, classes, landmark and
-#: training size (a row's dataset and how much of it trains).
-WORKLOAD_FEATURES = ("input_h", "input_w", "input_c", "num_classes", "landmark", "train_samples")
-
-
-def workload_keys(x: np.ndarray) -> np.ndarray:
-    """Each row's workload as a float vector (:data:`WORKLOAD_FEATURES`, rounded; NaN as -1)."""
-    cols = x[:, [_INDEX[name] for name in WORKLOAD_FEATURES]]
-    return np.round(np.nan_to_num(cols, nan=-1.0), 4)
-
-
-def seen_workloads(x: np.ndarray, known: Sequence[Sequence[float]]) -> np.ndarray:
-    """Whether each row's workload is among ``known`` (the fitted model's ``meta["workloads"]``)."""
-    table = {tuple(float(v) for v in k) for k in known}
-    return np.array([tuple(k) in table for k in workload_keys(x).tolist()], dtype=bool)
-
-
 def _uncross(raw: np.ndarray) -> None:
     """Keep the median column; move a band edge that crosses it onto it (in place)."""
     raw[:, 0] = np.minimum(raw[:, 0], raw[:, 1])
     raw[:, 2] = np.maximum(raw[:, 2], raw[:, 1])
-
-
-def conformal_offset(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, coverage: float = BAND_COVERAGE) -> float:
-    """How far to move both edges of ``[lo, hi]`` so that it covers ``coverage`` of ``y`` (split CQR).
-
-    The score of a row is ``max(lo - y, y - hi)`` (negative inside the band); the offset is its
-    ``ceil((n + 1) * coverage) / n`` empirical quantile, so a band widened by it covers at least
-    ``coverage`` of exchangeable new rows. A negative offset narrows a band that was too wide.
-    """
-    scores = np.maximum(lo - y, y - hi)
-    n = len(scores)
-    if n == 0:
-        return 0.0
-    level = min(1.0, math.ceil((n + 1) * coverage) / n)
-    return float(np.quantile(scores, level, method="higher"))
-
-
-def _train_one(lgb: Any, x: np.ndarray, y: np.ndarray, schema: FeatureSchema, *, alpha: float, seed: int,
-               num_threads: int, num_boost_round: int) -> Any:
-    data = lgb.Dataset(
-        x, label=y, feature_name=schema.names, categorical_feature=schema.categorical_indices,
-        free_raw_data=True, params={"verbosity": -1, "min_data_in_bin": 1, "feature_pre_filter": False},
-    )
-    params = lgb_params(alpha=alpha, n_rows=len(y), seed=seed, num_threads=num_threads)
-    return lgb.train(params, data, num_boost_round=num_boost_round)
-
-
-def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.ndarray]], y: np.ndarray,
-               schema: FeatureSchema, *, folds: int, seed: int, num_threads: int, num_boost_round: int,
-               groups: np.ndarray | None = None) -> float | None:
-    """The conformal offset of the 10-90% band from ``folds`` random out-of-fold fits; None if too few rows.
-
-    With ``groups`` (one key per row), each fold holds out whole groups, so the offset is the one
-    a row of an unseen group needs; None when there are fewer than two groups.
-
-    Each member is ``(target, shift)``: boosters fitted on ``target`` whose predictions plus ``shift``
-    are in the units of ``y``; with several members the band is their elementwise minimum, as
-    :meth:`Surrogate.predict_matrix` combines them.
-    """
-    if folds < 2 or len(y) < folds * MIN_ROWS:
-        return None
-    rng = np.random.default_rng(seed + 7919)
-    if groups is None:
-        fold = np.arange(len(y)) % folds
-        rng.shuffle(fold)
-    else:  # whole groups to a fold: round-robin over the groups in a random order
-        _, codes = np.unique(groups, return_inverse=True)
-        order = rng.permutation(codes.max() + 1)
-        if len(order) < 2:
-            return None
-        fold = (np.argsort(order)[codes] % min(folds, len(order))).astype(int)
-        folds = min(folds, len(order))
-    lo, hi = np.full(len(y), np.inf), np.full(len(y), np.inf)
-    for k in range(folds):
-        train, test = fold != k, fold == k
-        for target, shift in members:
-            edges = [_train_one(lgb, x[train], target[train], schema, alpha=alpha, seed=seed, num_threads=num_threads,
-                                num_boost_round=num_boost_round).predict(x[test], num_threads=num_threads)
-                     for alpha in (QUANTILES[0], QUANTILES[2])]
-            lo[test] = np.minimum(lo[test], np.minimum(*edges) + shift[test])
-            hi[test] = np.minimum(hi[test], np.maximum(*edges) + shift[test])
-    return conformal_offset(y, np.minimum(lo, hi), np.maximum(lo, hi))
 
 
 def fit(

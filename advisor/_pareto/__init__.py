@@ -1,0 +1,1 @@
+"""Private modules of :mod:`advisor.pareto`; import the public names from there."""
