@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,32 @@ from advisor.errors import InvalidParameterError
 from advisor.knobs import FRAMEWORK_INFO, KNOB_NAMES, KNOBS, get_knob
 from advisor.records import Config
 
-DATA = Path(__file__).parent / "data"
-# Twelve rows of the shipped table as it was before the recipe knobs existed (schema 1, no
-# cfg_schedule, cfg_label_smoothing, ... columns).
-OLD_TABLE = DATA / "knowledge-before-knobs.csv.gz"
+sys.path.insert(0, str(Path(__file__).parent))
+from _knowledge_rows import RECIPE_KNOBS  # noqa: E402
+
+# The knobs added with the training recipes: a table written before them has none of their columns.
+NEWER_KNOBS = RECIPE_KNOBS
+
+
+@pytest.fixture()
+def old_table(tmp_path: Path) -> Path:
+    """Twelve constructed trials written as a table of before the recipe knobs: every cfg_ column
+    of a newer knob cut out of the file, the rest as written."""
+    import csv
+    import gzip
+    import io
+    from _knowledge_rows import rows
+
+    written = tmp_path / "new.csv.gz"
+    knowledge.write(rows(12, seed=3), written)
+    records = list(csv.reader(io.StringIO(gzip.decompress(written.read_bytes()).decode())))
+    keep = [i for i, name in enumerate(records[0]) if name[4:] not in NEWER_KNOBS or not name.startswith("cfg_")]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([[r[i] for i in keep] for r in records])
+    path = tmp_path / "old.csv.gz"
+    path.write_bytes(gzip.compress(out.getvalue().encode()))
+    assert not any(f"cfg_{k}" in records[0][i] for i in keep for k in NEWER_KNOBS)
+    return path
 
 
 def test_config_fields_are_the_knobs_with_their_defaults() -> None:
@@ -61,20 +84,20 @@ def test_optimizer_limits_come_from_the_framework_entry() -> None:
         Config(framework="torch", optimizer="adam", nesterov=True)
 
 
-def test_a_table_written_before_the_recipe_knobs_still_reads() -> None:
-    table = knowledge.read(OLD_TABLE)
+def test_a_table_written_before_the_recipe_knobs_still_reads(old_table: Path) -> None:
+    table = knowledge.read(old_table)
     assert len(table) == 12
-    for knob in ("schedule", "label_smoothing", "augment_translate", "augment_flip", "compile"):
+    for knob in NEWER_KNOBS:
         assert table[f"cfg_{knob}"] == [get_knob(knob).default] * 12
     configs = [knowledge.config_from_row(row) for row in table.rows]
     assert {c.schedule for c in configs} == {"constant"}
     assert configs[0].batch_size == table["cfg_batch_size"][0]
 
 
-def test_a_table_missing_an_old_column_is_still_refused(tmp_path: Path) -> None:
+def test_a_table_missing_an_old_column_is_still_refused(tmp_path: Path, old_table: Path) -> None:
     import gzip
 
-    text = gzip.decompress(OLD_TABLE.read_bytes()).decode()
+    text = gzip.decompress(old_table.read_bytes()).decode()
     header, *rest = text.split("\n")
     cols = header.split(",")
     drop = cols.index("train_time_s")
@@ -85,11 +108,11 @@ def test_a_table_missing_an_old_column_is_still_refused(tmp_path: Path) -> None:
         knowledge.read(path)
 
 
-def test_the_shipped_model_predicts_on_an_old_table() -> None:
+def test_the_shipped_model_predicts_on_an_old_table(old_table: Path) -> None:
     from advisor.surrogate import load, shipped_model_dir
 
     surrogate = load(shipped_model_dir())
-    table = knowledge.read(OLD_TABLE)
+    table = knowledge.read(old_table)
     bands = surrogate.predict(table.columns)
     mid = bands["test_accuracy"].mid
     assert len(mid) == 12 and ((0 <= mid) & (mid <= 1)).all()
