@@ -54,8 +54,8 @@ LAYER_KINDS = ("conv", "maxpool", "avgpool", "flatten", "dense", "bn", "residual
 ACTIVATIONS = (None, "relu")
 BN_MOMENTUM = 0.1
 BN_EPS = 1e-5
-RESNET9_WIDTHS = (8, 128)  # the base widths ``resnet9_w<N>`` accepts, inclusive
-BN_CNN_WIDTHS = (4, 128)  # the base widths ``bn_cnn_w<N>`` accepts, inclusive
+#: Families built by name (``<family>_w<N>``) and the base widths N each accepts, inclusive.
+FAMILY_WIDTHS = {"resnet9": (8, 128), "bn_cnn": (4, 128)}
 
 Shaped = tuple["Layer", tuple[int, ...], tuple[int, ...]]  # (layer, input shape, output shape)
 
@@ -129,6 +129,13 @@ def _conv_bn(units: int, *, pool: bool = False) -> tuple[Layer, ...]:
     return (Layer("conv", units, 3, bias=False), *pooling, Layer("bn", activation="relu"))
 
 
+def _check_width(family: str, width: int) -> int:
+    low, high = FAMILY_WIDTHS[family]
+    if isinstance(width, bool) or not isinstance(width, int) or not low <= width <= high:
+        raise invalid_parameter("width", family, f"an integer in [{low}, {high}]", width)
+    return width
+
+
 def resnet9(width: int) -> ModelSpec:
     """The ResNet-9 of the fast CIFAR-10 nets (DAWNBench's Myrtle entry, airbench), base width ``width``.
 
@@ -136,12 +143,9 @@ def resnet9(width: int) -> ModelSpec:
     block of two convs after the second and the fourth; ``width=64`` is the original.
 
     Raises:
-        InvalidParameterError: When ``width`` is outside :data:`RESNET9_WIDTHS`.
+        InvalidParameterError: When ``width`` is outside :data:`FAMILY_WIDTHS`.
     """
-    low, high = RESNET9_WIDTHS
-    if isinstance(width, bool) or not isinstance(width, int) or not low <= width <= high:
-        raise invalid_parameter("width", "resnet9", f"an integer in [{low}, {high}]", width)
-    w = width
+    w = _check_width("resnet9", width)
     return _spec(
         f"resnet9_w{w}",
         f"ResNet-9 (Myrtle's DAWNBench CIFAR-10 net, as in airbench) at base width {w} (64 is the "
@@ -165,12 +169,9 @@ def bn_cnn(width: int) -> ModelSpec:
     and the classifier.
 
     Raises:
-        InvalidParameterError: When ``width`` is outside :data:`BN_CNN_WIDTHS`.
+        InvalidParameterError: When ``width`` is outside :data:`FAMILY_WIDTHS`.
     """
-    low, high = BN_CNN_WIDTHS
-    if isinstance(width, bool) or not isinstance(width, int) or not low <= width <= high:
-        raise invalid_parameter("width", "bn_cnn", f"an integer in [{low}, {high}]", width)
-    w = width
+    w = _check_width("bn_cnn", width)
     return _spec(
         f"bn_cnn_w{w}",
         f"Batch-norm CNN for 28x28 images at base width {w}: three stages of conv 3x3 ({w}, {2 * w}, "
@@ -235,21 +236,20 @@ MODELS: dict[str, ModelSpec] = {
 
 def get_model(name: str) -> ModelSpec:
     """Return the spec called ``name``; ``resnet9_w<N>`` is built on demand for any base width in
-    :data:`RESNET9_WIDTHS`.
+    :data:`FAMILY_WIDTHS`.
 
     Raises:
         UnknownNameError: When no such model exists.
     """
     if name in MODELS:
         return MODELS[name]
-    match = re.fullmatch(r"(resnet9|bn_cnn)_w([1-9]\d*)", name)
+    match = re.fullmatch(rf"({'|'.join(FAMILY_WIDTHS)})_w([1-9]\d*)", name)
     if match:
         try:
             return _FAMILIES[match.group(1)](int(match.group(2)))
         except InvalidParameterError:
             pass
-    families = ", ".join(f"{f}_w<N> (N in {lo}..{hi})" for f, (lo, hi) in
-                         (("resnet9", RESNET9_WIDTHS), ("bn_cnn", BN_CNN_WIDTHS)))
+    families = ", ".join(f"{f}_w<N> (N in {lo}..{hi})" for f, (lo, hi) in FAMILY_WIDTHS.items())
     raise UnknownNameError(f"Unknown model {name!r}: choose one of {', '.join(sorted(MODELS))}, or {families}.")
 
 
