@@ -42,6 +42,7 @@ __all__ = [
     "TARGETS",
     "get_knob",
     "knob_applies",
+    "forced_by_model",
 ]
 
 TARGETS = ("cpu", "gpu")
@@ -214,6 +215,21 @@ def knob_applies(knob: Knob, framework: str, target: str | None = None) -> bool:
     """Whether ``knob`` is honoured by ``framework`` (on ``target``, when given)."""
     return (knob.frameworks is None or framework in knob.frameworks) and (
         target is None or target in knob.targets)
+
+
+def forced_by_model(framework: str, model: str) -> dict[str, Any]:
+    """Knob values a model forces on a framework: a search or a recommendation sets them instead of
+    drawing a value the backend refuses. ONNX Runtime's parallel executor does not update batch
+    norm's running statistics, so models with batch norm train there with ``sequential``."""
+    if framework != "onnxruntime":
+        return {}
+    from advisor.models import get_model, walk_layers
+
+    try:
+        spec = get_model(model)
+    except Exception:  # noqa: BLE001 - an unknown model fails where it is built, not here
+        return {}
+    return {"execution_mode": "sequential"} if any(layer.kind == "bn" for layer in walk_layers(spec.layers)) else {}
 
 
 def knob_environment(config: Any) -> dict[str, str]:

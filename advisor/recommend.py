@@ -28,13 +28,15 @@ import numpy as np
 
 from advisor import knowledge
 from advisor._recommend._candidates import DEFAULT_CANDIDATES, Candidate, candidates, columns, unseen_knobs
-from advisor._recommend._constraints import Constraints, check_constraints
+from advisor._recommend._baseline import EPOCH_GRID, measured_configs, obvious_default, same_workload_rows
+from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
+from advisor._recommend._portfolio import build_portfolio, load_portfolio
 from advisor._recommend._evidence import EVIDENCE_K, TrialSpace, extrapolation, nearest_trials, widen
 from advisor._recommend._ranking import PREFERENCES, front_layers, pareto_mask, rank, spread
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
 from advisor._recommend._verify import Verification, verify
 from advisor._recommend._workload import Target, WorkloadInfo, describe_workload, resolve_target
-from advisor.errors import KnowledgeBaseError, SurrogateError, invalid_parameter
+from advisor.errors import ConstraintError, KnowledgeBaseError, SurrogateError, invalid_parameter
 from advisor.records import FRAMEWORKS, HardwareProfile
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "verify",
     "warm_start_params",
     "pareto_mask",
+    "TRUSTED_SOURCES",
 ]
 
 # The private names these helpers had before the split; tests still reach them through this module.
@@ -64,7 +67,8 @@ _spread = spread
 
 
 def _load(table: str | Path | None, model_dir: str | Path | None, seed: int,
-          on_progress: Callable[[str], None] | None) -> tuple[knowledge.Table, Any, list[str], str]:
+          on_progress: Callable[[str], None] | None, device_kind: str = "cpu",
+          ) -> tuple[knowledge.Table, Any, list[str], str, list[dict[str, Any]]]:
     from advisor import surrogate as sg
 
     table_path = Path(table) if table is not None else sg.shipped_table()
@@ -78,11 +82,11 @@ def _load(table: str | Path | None, model_dir: str | Path | None, seed: int,
         if on_progress is not None:
             on_progress(f"Fitting a surrogate on {table_path} ({len(kb)} trials; pass --model-dir to use a saved one)")
         model = sg.fit(kb.columns, seed=seed, source=f"knowledge base {table_path}")
-        return kb, model, [], "(fitted on the table)"
+        return kb, model, [], "(fitted on the table)", build_portfolio(kb, model, device_kind=device_kind)
     directory = Path(model_dir) if model_dir is not None else sg.shipped_model_dir()
     model = sg.load(directory)
     warning = sg.table_warning(model, table_path)
-    return kb, model, [warning] if warning else [], str(directory)
+    return kb, model, [warning] if warning else [], str(directory), load_portfolio(directory, device_kind)
 
 
 def recommend(
@@ -142,70 +146,249 @@ def recommend(
             raise invalid_parameter("frameworks", "recommend", f"names from {', '.join(FRAMEWORKS)}", fw)
     workload = describe_workload(dataset, model=model, train_samples=train_samples)
     target = resolve_target(device_kind, gpu_model=gpu_model, cores=cores, profile=profile)
-    kb, surrogate, notes, model_where = _load(table, model_dir, seed, on_progress)
+    kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
 
     from advisor.datasets import refused_knobs
-
     from advisor.hardware import cpu_bf16_support
 
     exclude = unseen_knobs(surrogate.schema) | refused_knobs(workload.dataset)
     if target.device_kind == "cpu" and cpu_bf16_support() is None:
         exclude |= {"bfloat16"}
-    cands = candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed,
-                       exclude=exclude)
-    if not cands:
+    models = [workload.model] if model is not None else candidate_models(kb, workload)
+    usable = [fw for fw in fws if f"{fw}-{target.device_kind}" in _space_names()]
+    if not usable:
         raise SurrogateError(f"No framework among {', '.join(fws)} has a search space for the {device_kind} target.")
-    from advisor.surrogate.features import encode
+    cands = candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed,
+                       exclude=exclude, models=models)
+    default_fw = "torch" if "torch" in usable else usable[0]
+    cands += [Candidate(obvious_default(default_fw, target, e), "default", None, model=workload.model)
+              for e in EPOCH_GRID]
+    cands += _portfolio_candidates(portfolio, workload, target, usable, models, model is not None, exclude)
+    measured = measured_configs(kb, same_workload_rows(kb, workload, target), models=set(models) | {workload.model})
+    cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) for m in measured
+              if m.config.framework in usable]
+    cands = _unique(cands)
 
-    x = encode(columns(cands, workload, target), surrogate.schema)
+    x = _encode(cands, workload, target, surrogate)
     pred = surrogate.predict_matrix(x)
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
-    feasible = check_constraints(constraints, t_band.mid, a_band.mid, m_band.mid)
-
     reasons = extrapolation(kb, workload, target)
     known = surrogate.meta.get("workloads")
     new_workload = None
     if known is not None and len(x):
         from advisor.surrogate.model import seen_workloads
 
-        new_workload = not bool(seen_workloads(x[:1], known)[0])  # every candidate shares the workload
-    t_lo, t_hi, a_lo, a_hi, m_lo, m_hi = t_band.lo, t_band.hi, a_band.lo, a_band.hi, m_band.lo, m_band.hi
+        new_workload = not bool(seen_workloads(x[:1], known)[0])  # the workload's model decides the key
+    t = [t_band.lo.copy(), t_band.mid.copy(), t_band.hi.copy()]
+    a = [a_band.lo.copy(), a_band.mid.copy(), a_band.hi.copy()]
+    m = [m_band.lo.copy(), m_band.mid.copy(), m_band.hi.copy()]
     if reasons:
-        (t_lo, t_hi), (a_lo, a_hi), (m_lo, m_hi) = widen(t_band, True), widen(a_band, False), widen(m_band, True)
+        (t[0], t[2]), (a[0], a[2]), (m[0], m[2]) = widen(t_band, True), widen(a_band, False), widen(m_band, True)
+    is_measured = np.array([c.measured is not None for c in cands])
+    for i in np.flatnonzero(is_measured):
+        got = cands[i].measured
+        for band, values in ((t, got.time_s), (a, got.accuracy), (m, got.memory_mb)):
+            band[0][i], band[1][i], band[2][i] = values
+    trusted = np.array([c.source in TRUSTED_SOURCES for c in cands])
+    # Rank on the band's conservative side, except for trusted candidates (measured here, the
+    # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
+    # predicted medians is the optimizer's curse.
+    t_c = np.where(trusted, t[1], t[2])
+    a_c = np.where(trusted, a[1], a[0])
+    m_c = np.where(trusted, m[1], m[2])
+    p = probability(constraints, tuple(t), tuple(a), tuple(m))
+    has_bounds = any(v is not None for v in (constraints.max_time_s, constraints.min_accuracy,
+                                              constraints.max_memory_mb))
+    confidence = None
+    unsure = False
+    if has_bounds:
+        check_constraints(constraints, t[1], a[1], m[1])  # one line naming the binding bound when none can
+        confidence = CONFIDENCE
+        # A predicted-only candidate from a random draw must be surer than a trusted one: among
+        # thousands of draws some are over-predicted by chance.
+        eligible = p >= np.where(trusted, CONFIDENCE, EXPLORATORY_CONFIDENCE)
+        if not eligible.any():
+            eligible = p >= 0.5
+            confidence = 0.5
+            unsure = True
+            notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; "
+                         f"the choices below meet them with at least 50% (the best: {p.max():.0%}).")
+        if not eligible.any():
+            raise ConstraintError(_impossible(constraints, t, a, p))
+    else:
+        eligible = np.ones(len(cands), dtype=bool)
+    if unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
+        idx = np.flatnonzero(eligible)
+        surest = p[idx] - np.where(trusted[idx], 0.0, EXPLORATORY_CONFIDENCE - CONFIDENCE)
+        order, how = [int(i) for i in idx[np.lexsort((t_c[idx], -surest))]], "most likely to meet the constraints first"
+    else:
+        order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top)
+    baseline_idx = [i for i in order if cands[i].source == "default"]
+    if not baseline_idx:  # the default meets no constraint: show it where it comes closest
+        defaults = np.array([c.source == "default" for c in cands])
+        pool = np.flatnonzero(defaults)
+        baseline_idx = [int(pool[np.argmax(p[pool] + 1e-3 * a[1][pool])])] if len(pool) else []
+    space = TrialSpace(surrogate, kb)
 
-    idx = np.flatnonzero(feasible)
-    costs = np.column_stack([np.log(t_band.mid[idx]), -a_band.mid[idx], np.log(m_band.mid[idx])])
-    n_front = int(pareto_mask(costs).sum())
+    def choice(i: int, rank_: int) -> Choice:
+        cand = cands[i]
+        basis = "measured" if cand.measured is not None else "predicted"
+        evidence = (_own_evidence(kb, cand.measured) if cand.measured is not None else
+                    nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K,
+                                   device_kind=target.device_kind, dataset=workload.dataset))
+        return Choice(
+            rank=rank_, framework=cand.config.framework, source=cand.source,
+            config=cand.config.to_dict(), space_params=cand.space_params,
+            time_s=Prediction(float(t[0][i]), float(t[1][i]), float(t[2][i]), basis),
+            accuracy=Prediction(float(a[0][i]), float(a[1][i]), float(a[2][i]), basis),
+            memory_mb=Prediction(float(m[0][i]), float(m[1][i]), float(m[2][i]), basis),
+            evidence=evidence, model=cand.model or workload.model, basis=basis,
+            repeats=cand.measured.repeats if cand.measured is not None else 0, p_constraints=float(p[i]),
+        )
+
+    choices = [choice(int(i), k + 1) for k, i in enumerate(order[:top])]
+    baseline = choice(int(baseline_idx[0]), 0) if baseline_idx else None
+    n_front = int(pareto_mask(np.column_stack([np.log(t_c[eligible]), -a_c[eligible], np.log(m_c[eligible])])).sum())
+    return Recommendation(
+        workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),
+        n_candidates=len(cands), n_feasible=int(eligible.sum()), n_front=n_front,
+        extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
+        table=str(kb.path), model_dir=model_where, table_mismatch=bool(notes), new_workload=new_workload,
+        baseline=baseline, ranking=how, confidence=confidence,
+    )
+
+
+#: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
+#: conservative side).
+TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
+#: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
+EXPLORATORY_CONFIDENCE = 0.9
+#: Models considered when the user names none: the workload's default and every model the table
+#: holds at least this many completed trials of.
+MODEL_MIN_TRIALS = 20
+
+
+def _space_names() -> set[str]:
+    from advisor import space as spaces
+
+    return set(spaces.list_spaces())
+
+
+def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
+    """The workload's default model, then the models the table knows well, that build on this input."""
+    from collections import Counter
+
+    from advisor import models as model_registry
+
+    counts = Counter(mdl for mdl, st in zip(kb["model"], kb["status"]) if st == "ok")
+    out = [workload.model]
+    for name, n in counts.most_common():
+        if n < MODEL_MIN_TRIALS or name in out:
+            continue
+        try:
+            model_registry.param_count(model_registry.get_model(name), workload.input_shape, workload.num_classes)
+        except Exception:  # noqa: BLE001 - an unknown model or one that does not fit this input
+            continue
+        out.append(name)
+    return out
+
+
+def _portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo, target: Target,
+                          frameworks: Sequence[str], models: Sequence[str], model_given: bool,
+                          exclude: Any) -> list[Candidate]:
+    from advisor.knobs import KNOBS, forced_by_model, knob_applies
+    from advisor.records import Config
+
+    device = "cuda" if target.device_kind == "gpu" else "cpu"
+    out = []
+    for recipe in portfolio:
+        fw = recipe.get("framework")
+        mdl = workload.model if model_given else recipe["model"]
+        if fw not in frameworks or mdl not in models:
+            continue
+        params = {k.name: recipe[k.name] for k in KNOBS if k.name in recipe and k.name not in exclude
+                  and knob_applies(k, fw, target.device_kind)}
+        params.update(forced_by_model(fw, mdl))
+        for e in EPOCH_GRID:
+            try:
+                cfg = Config.from_dict({**params, "framework": fw, "epochs": e, "device": device,
+                                        "threads": target.cores if device == "cpu" else 1})
+            except Exception:  # noqa: BLE001 - a recipe this target cannot take
+                break
+            out.append(Candidate(cfg, "portfolio", None, model=mdl))
+    return out
+
+
+def _unique(cands: list[Candidate]) -> list[Candidate]:
+    """One candidate per (model, config); a measured one wins over a predicted copy of itself."""
+    seen: dict[str, int] = {}
+    out: list[Candidate] = []
+    for c in cands:
+        key = c.config.to_json() + "|" + str(c.model)
+        if key in seen:
+            if c.measured is not None:
+                out[seen[key]] = c
+            continue
+        seen[key] = len(out)
+        out.append(c)
+    return out
+
+
+def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any) -> np.ndarray:
+    from advisor.surrogate.features import encode
+
+    x = np.empty((len(cands), len(surrogate.schema.features)))
+    by_model: dict[str, list[int]] = {}
+    for i, c in enumerate(cands):
+        by_model.setdefault(c.model or workload.model, []).append(i)
+    for mdl, idx in by_model.items():
+        info = workload if mdl == workload.model else describe_workload(
+            workload.dataset, model=mdl, train_samples=workload.train_samples if workload.train_samples_given else None)
+        if info.landmark is None and workload.landmark is not None:
+            from dataclasses import replace
+
+            info = replace(info, landmark=workload.landmark)
+        x[idx] = encode(columns([cands[i] for i in idx], info, target), surrogate.schema)
+    return x
+
+
+def _order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Constraints, prefer: str,
+           top: int) -> tuple[list[int], str]:
+    """The eligible candidates ``idx`` in recommended order, and how they were ordered."""
+    if c.min_accuracy is not None and c.max_time_s is None and prefer in ("fast", "balanced"):
+        order = idx[np.lexsort((-a[idx], t[idx]))]
+        return [int(i) for i in order], "fastest among those likely to reach the accuracy asked for"
+    if c.max_time_s is not None and c.min_accuracy is None and prefer in ("accurate", "balanced"):
+        order = idx[np.lexsort((t[idx], -a[idx]))]
+        return [int(i) for i in order], "most accurate among those likely to finish within the time asked for"
+    costs = np.column_stack([np.log(t[idx]), -a[idx], np.log(m[idx])])
     pool = np.array(front_layers(costs, top))
     ordered = pool[rank(costs[pool], prefer)]
     if prefer == "balanced":
-        ordered = spread(ordered, t_band.mid[idx], a_band.mid[idx], m_band.mid[idx], top)
-    space = TrialSpace(surrogate, kb)
-    choices: list[Choice] = []
-    seen: set[str] = set()
-    for j in ordered:
-        i = int(idx[j])
-        cand = cands[i]
-        key = cand.config.to_json()
-        if key in seen:
-            continue
-        seen.add(key)
-        choices.append(Choice(
-            rank=len(choices) + 1, framework=cand.config.framework, source=cand.source,
-            config=cand.config.to_dict(), space_params=cand.space_params,
-            time_s=Prediction(float(t_lo[i]), float(t_band.mid[i]), float(t_hi[i])),
-            accuracy=Prediction(float(a_lo[i]), float(a_band.mid[i]), float(a_hi[i])),
-            memory_mb=Prediction(float(m_lo[i]), float(m_band.mid[i]), float(m_hi[i])),
-            evidence=nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K),
-        ))
-        if len(choices) == top:
-            break
-    return Recommendation(
-        workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),
-        n_candidates=len(cands), n_feasible=int(feasible.sum()), n_front=n_front,
-        extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
-        table=str(kb.path), model_dir=model_where, table_mismatch=bool(notes), new_workload=new_workload,
-    )
+        ordered = spread(ordered, t[idx], a[idx], m[idx], top)
+    return [int(idx[j]) for j in ordered], f"the Pareto front ordered by preference '{prefer}'"
+
+
+def _impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.ndarray) -> str:
+    parts = []
+    if c.min_accuracy is not None:
+        parts.append(f"the highest predicted accuracy is {a[1].max():.4f}")
+    if c.max_time_s is not None:
+        parts.append(f"the fastest predicted training time is {t[1].min():.3g} s")
+    return (f"No configuration is at least 50% likely to meet the constraints ({'; '.join(parts)}; "
+            f"best probability {p.max():.0%}); relax them.")
+
+
+def _own_evidence(kb: knowledge.Table, got: Any) -> tuple[Evidence, ...]:
+    ids = set(got.trial_ids)
+    cols = kb.columns
+    return tuple(
+        Evidence(trial_id=cols["trial_id"][i], framework=cols["framework"][i], dataset_name=cols["dataset_name"][i],
+                 train_samples=cols["train_samples"][i], device_kind=cols["device_kind"][i], distance=0.0,
+                 status=cols["status"][i], train_time_s=cols["train_time_s"][i],
+                 test_accuracy=cols["test_accuracy"][i], peak_memory_mb=cols["peak_memory_mb"][i])
+        for i in range(len(kb)) if cols["trial_id"][i] in ids
+    )[:EVIDENCE_K]
 
 
 def warm_start_params(framework: str, dataset: str, model: str | None, target: str, n: int, *,

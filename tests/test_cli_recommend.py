@@ -57,9 +57,14 @@ def test_recommend_json(shipped: tuple[Path, Path]) -> None:
 def test_recommend_text_says_predicted_and_extrapolation(shipped: tuple[Path, Path]) -> None:
     result = runner.invoke(app, _args(shipped, "--dataset", "cifar10", "--gpu", "--gpu-model", "NVIDIA H200"))
     assert result.exit_code == 0, result.output
-    assert "PREDICTED" in result.stdout and "EXTRAPOLATION" in result.stdout
+    assert "'pred' rows come from the surrogate" in result.stdout and "EXTRAPOLATION" in result.stdout
     assert "no measured GPU trials" in result.stdout
-    assert "measured nearby: trial " in result.stdout
+    # A GPU request never cites CPU trials as evidence of GPU speed.
+    assert "measured nearby" not in result.stdout
+    assert "no measured trial on a GPU to cite: the figures are predicted only" in result.stdout
+    cpu = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--cpu"))
+    assert cpu.exit_code == 0, cpu.output
+    assert "measured nearby (distance " in cpu.stdout or "measured run: trial " in cpu.stdout
 
 
 def test_recommend_text_says_when_the_workload_is_new(shipped: tuple[Path, Path]) -> None:

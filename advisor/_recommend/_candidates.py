@@ -27,6 +27,11 @@ class Candidate:
     config: Config
     source: str
     space_params: dict[str, Any] | None
+    #: The model it trains (None: the workload's).
+    model: str | None = None
+    #: Measured figures of this very configuration on this workload and hardware class, if any
+    #: (a :class:`advisor._recommend._baseline.Measured`).
+    measured: Any = None
 
 
 def unseen_knobs(schema: Any) -> frozenset[str]:
@@ -42,8 +47,11 @@ def unseen_knobs(schema: Any) -> frozenset[str]:
 
 
 def candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str], *,
-               per_framework: int, seed: int, exclude: Collection[str] = ()) -> list[Candidate]:
+               per_framework: int, seed: int, exclude: Collection[str] = (),
+               models: Sequence[str] | None = None) -> list[Candidate]:
+    """Random search-space points (each on one of ``models``, default the workload's) and presets."""
     from advisor import space as spaces
+    from advisor.knobs import forced_by_model
     from advisor.presets import PRESETS
 
     rng = np.random.default_rng(seed)
@@ -56,16 +64,19 @@ def candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str]
             continue
         usable.append(fw)
         sp = spaces.load_space(name, cores=target.cores)
-        for _ in range(per_framework):
-            params = sp.sample(rng, exclude=exclude)
-            out.append(Candidate(sp.to_config(params), f"space:{name}", params))
+        pool = list(models) if models else [workload.model]
+        for k in range(per_framework):
+            model = pool[k % len(pool)]
+            forced = forced_by_model(fw, model)
+            params = {**sp.sample(rng, exclude=set(exclude) | set(forced)), **forced}
+            out.append(Candidate(sp.to_config(params), f"space:{name}", params, model=model))
     device = "cuda" if target.device_kind == "gpu" else "cpu"
     presets = [p for p in PRESETS.values() if p.dataset == workload.dataset] or list(PRESETS.values())
     for preset in presets:
         for fw in usable:
             if preset.supports(fw):
                 cfg = preset.to_config(framework=fw, threads=target.cores if device == "cpu" else 1, device=device)
-                out.append(Candidate(cfg, f"preset:{preset.name}", None))
+                out.append(Candidate(cfg, f"preset:{preset.name}", None, model=workload.model))
     return out
 
 

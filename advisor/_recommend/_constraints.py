@@ -9,7 +9,7 @@ import numpy as np
 
 from advisor.errors import ConstraintError, invalid_parameter
 
-__all__ = ["Constraints", "check_constraints"]
+__all__ = ["CONFIDENCE", "Constraints", "check_constraints", "probability"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,43 @@ def check_constraints(c: Constraints, t: np.ndarray, a: np.ndarray, m: np.ndarra
         mask = new
         applied.append(f"{flag} {bound:g}{unit}")
     return mask
+
+
+#: The z-score of the band's edges: the 10% and 90% quantiles of a normal distribution.
+_Z90 = 1.2815515655446004
+#: A constraint is "met with confidence" at this probability; below it (down to 0.5) the answer
+#: says it is unsure, and below 0.5 nothing is recommended.
+CONFIDENCE = 0.8
+
+
+def _p_below(bound: float, lo: np.ndarray, mid: np.ndarray, hi: np.ndarray, *, log: bool) -> np.ndarray:
+    """P(value <= bound) for values whose 10/50/90% quantiles are lo/mid/hi (normal; log-normal when ``log``),
+    with a separate spread on each side of the median."""
+    from math import erf, sqrt
+
+    f = np.log if log else (lambda v: np.asarray(v, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b, l, m, h = f(np.maximum(bound, 1e-12) if log else bound), f(np.maximum(lo, 1e-12) if log else lo), \
+            f(np.maximum(mid, 1e-12) if log else mid), f(np.maximum(hi, 1e-12) if log else hi)
+        sigma = np.where(b >= m, (h - m), (m - l)) / _Z90
+        z = np.where(sigma > 0, (b - m) / np.where(sigma > 0, sigma, 1.0), np.where(b >= m, np.inf, -np.inf))
+    return np.array([0.5 * (1.0 + erf(v / sqrt(2.0))) if np.isfinite(v) else float(v > 0) for v in z])
+
+
+def probability(c: Constraints, t: tuple[np.ndarray, np.ndarray, np.ndarray],
+                a: tuple[np.ndarray, np.ndarray, np.ndarray],
+                m: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """The probability that each row meets every bound of ``c``, read from its bands (lo, mid, hi).
+
+    Each figure is taken as normally distributed (time and memory log-normally) with the band's
+    edges as its 10% and 90% quantiles, each side of the median spread separately; the figures are
+    taken as independent, so the probabilities multiply. 1 where ``c`` has no bound.
+    """
+    p = np.ones(len(t[1]))
+    if c.max_time_s is not None:
+        p = p * _p_below(c.max_time_s, *t, log=True)
+    if c.min_accuracy is not None:
+        p = p * (1.0 - _p_below(c.min_accuracy, *a, log=False))
+    if c.max_memory_mb is not None:
+        p = p * _p_below(c.max_memory_mb, *m, log=True)
+    return p

@@ -58,18 +58,28 @@ class TrialSpace:
 
 
 def nearest_trials(space: TrialSpace, table: knowledge.Table, q: np.ndarray, framework: str,
-                   k: int) -> tuple[Evidence, ...]:
-    """The ``k`` trials of ``table`` nearest the encoded candidate ``q``, as evidence."""
+                   k: int, *, device_kind: str | None = None, dataset: str | None = None) -> tuple[Evidence, ...]:
+    """The ``k`` trials of ``table`` nearest the encoded candidate ``q``, as evidence.
+
+    Only comparable trials are cited: completed trials on the same device kind (a GPU request never
+    cites CPU trials as evidence of GPU speed: with none, there is no evidence), of the same dataset
+    when the table has any, else the nearest by meta-features (the distance says how near).
+    """
     d = space.distances(q)
+    n = len(d)
     same = np.array([f == framework for f in table["framework"]])
     ok = np.array([s == "ok" for s in table["status"]])
-    # Completed trials of the same framework are the best evidence; fall back step by step.
-    for mask in (same & ok, same, ok):
+    device = np.array([device_kind is None or kd == device_kind for kd in table["device_kind"]])
+    data = np.array([dataset is None or name == dataset for name in table["dataset_name"]])
+    if not (ok & device).any():
+        return ()
+    # Completed trials of the same framework and dataset are the best evidence; fall back step by step.
+    for mask in (same & ok & device & data, ok & device & data, same & ok & device, ok & device):
         if mask.any():
             pool = np.flatnonzero(mask)
             break
     else:
-        pool = np.arange(len(d))
+        pool = np.arange(n)
     best = pool[np.argsort(d[pool], kind="stable")[:k]]
     return tuple(
         Evidence(

@@ -18,11 +18,13 @@ __all__ = ["Choice", "Evidence", "Prediction", "Recommendation"]
 
 @dataclass(frozen=True)
 class Prediction:
-    """A predicted median and its 10-90% band."""
+    """A median and its 10-90% band: predicted by the surrogate, or measured (median and range of
+    the repeats, at least the machine's repeat noise wide)."""
 
     lo: float
     mid: float
     hi: float
+    basis: str = "predicted"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Choice:
-    """One recommended configuration with its predictions (never measurements) and evidence."""
+    """One recommended configuration with its figures (each says whether it is measured or
+    predicted), the probability that it meets the constraints, and its evidence."""
 
     rank: int
     framework: str
@@ -54,6 +57,13 @@ class Choice:
     accuracy: Prediction
     memory_mb: Prediction
     evidence: tuple[Evidence, ...]
+    model: str = ""
+    #: ``measured`` when the figures are this configuration's own measurements on the workload.
+    basis: str = "predicted"
+    #: Measured runs behind the figures (0 when predicted).
+    repeats: int = 0
+    #: Probability of meeting every constraint (1.0 when there are none).
+    p_constraints: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,13 @@ class Recommendation:
     #: No trial the surrogate was fitted on has this workload (dataset and training size): its bands
     #: use the offset calibrated on held-out workloads. ``None`` when the model does not record them.
     new_workload: bool | None = None
+    #: The obvious default (PyTorch, Adam 1e-3, batch 128, constant rate, the workload's model) at
+    #: its best run length for the same question: what the user would get without advice.
+    baseline: Choice | None = None
+    #: How the choices were ranked, in words.
+    ranking: str = ""
+    #: Probability threshold the choices meet (the constraints' confidence), when there are constraints.
+    confidence: float | None = None
 
     def command(self, choice: Choice, *, data_dir: str | None = None) -> str:
         """The ``advisor measure`` command that runs ``choice`` on this workload, as one line."""
@@ -84,7 +101,7 @@ class Recommendation:
         from advisor.records import Config
 
         w = self.workload
-        return shlex.join(measure_argv(Config.from_dict(choice.config), dataset=w.dataset, model=w.model,
+        return shlex.join(measure_argv(Config.from_dict(choice.config), dataset=w.dataset, model=choice.model or w.model,
                                        data_dir=data_dir,
                                        train_samples=w.train_samples if w.train_samples_given else None))
 
@@ -93,4 +110,6 @@ class Recommendation:
         data["target"]["gemm_gflops"] = dict(self.target.gemm_gflops)
         for item, choice in zip(data["choices"], self.choices):
             item["command"] = self.command(choice)
+        if self.baseline is not None:
+            data["baseline"]["command"] = self.command(self.baseline)
         return data

@@ -56,7 +56,7 @@ def _why_not(choice: Choice, rec: Recommendation, data_dir: str | None) -> str |
 
 def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir: str | Path | None = None,
            knowledge_path: str | Path | None = None, time_limit_s: float | None = None,
-           ) -> tuple[list[Verification], knowledge.MergeStats | None]:
+           with_baseline: bool = True) -> tuple[list[Verification], knowledge.MergeStats | None]:
     """Run the top ``n`` choices through the harness and merge them into the user's knowledge base.
 
     Args:
@@ -66,6 +66,7 @@ def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir:
         workdir: Where trial folders go (default: a temporary folder).
         knowledge_path: The knowledge base to merge into (default :func:`knowledge.user_knowledge_path`).
         time_limit_s: Wall-time limit per trial (default 3x the predicted 90% time, plus 2 minutes).
+        with_baseline: Also run the obvious default (``rec.baseline``, rank 0) unless it is a choice.
 
     Returns:
         One :class:`Verification` per choice tried, and the merge statistics (``None`` if nothing ran).
@@ -75,13 +76,17 @@ def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir:
 
     out: list[Verification] = []
     results: list[TrialResult] = []
-    for choice in rec.choices[:n]:
+    chosen = list(rec.choices[:n])
+    if rec.baseline is not None and with_baseline and all(
+            c.config != rec.baseline.config or c.model != rec.baseline.model for c in chosen):
+        chosen.append(rec.baseline)  # the obvious default is always one of the measured comparisons
+    for choice in chosen:
         predicted = {"train_time_s": choice.time_s, "test_accuracy": choice.accuracy, "peak_memory_mb": choice.memory_mb}
         why = _why_not(choice, rec, data_dir)
         if why:
             out.append(Verification(choice.rank, choice.framework, predicted, "skipped", {}, {}, note=why))
             continue
-        workload = Workload(dataset=rec.workload.dataset, model=rec.workload.model, data_dir=data_dir,
+        workload = Workload(dataset=rec.workload.dataset, model=choice.model or rec.workload.model, data_dir=data_dir,
                             train_samples=rec.workload.train_samples if rec.workload.train_samples_given else None)
         limit = time_limit_s or 3 * choice.time_s.hi + 120
         result = harness.run_trial(workload, Config.from_dict(choice.config),

@@ -39,14 +39,14 @@ def parse_quantity(text: str, units: dict[str, float], option: str, example: str
     return float(match.group(1)) * units[unit]
 
 
-def parse_accuracy(text: str) -> float:
+def parse_accuracy(text: str, option: str = "--min-accuracy") -> float:
     """``0.99`` or ``99%``."""
     try:
         value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
     except ValueError:
         value = -1.0
     if not 0.0 <= value <= 1.0:
-        fail(f"The '--min-accuracy' option must be a fraction in [0, 1] or a percentage, e.g. 0.99 or 99%. "
+        fail(f"The {option!r} option must be a fraction in [0, 1] or a percentage, e.g. 0.99 or 99%. "
              f"Got {text!r} instead.")
     return value
 
@@ -63,19 +63,38 @@ def _seconds(value: float) -> str:
     return f"{value / 3600:.3g} h"
 
 
+_FW_SHORT = {"onnxruntime": "ort", "tensorflow": "tf", "sklearn": "sklearn", "torch": "torch"}
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
+
+
+def _compact_time(p: Any) -> str:
+    return f"{_num(p.mid)} [{_num(p.lo)}-{_num(p.hi)}]"
+
+
+def _compact_accuracy(p: Any) -> str:
+    return f"{100 * p.mid:.1f} [{100 * p.lo:.0f}-{100 * p.hi:.0f}]"
+
+
 def _time_band(p: Any) -> str:
     return f"{_seconds(p.mid)} [{_seconds(p.lo)}-{_seconds(p.hi)}]"
 
 
-_SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "weight_decay", "threads",
-          "onednn", "xla", "execution_mode", "graph_optimization", "mixed_precision", "cudnn_benchmark")
+_SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "nesterov", "weight_decay", "schedule",
+          "warmup_fraction", "label_smoothing", "augment_translate", "augment_flip", "bfloat16", "channels_last",
+          "compile", "threads", "onednn", "xla", "execution_mode", "graph_optimization", "mixed_precision",
+          "cudnn_benchmark")
 
 
 def _params(config: dict[str, Any]) -> str:
     parts = []
     for key in _SHOWN:
         value = config.get(key)
-        if value is None or (key == "momentum" and config.get("optimizer") != "momentum"):
+        if value is None or (key in ("momentum", "nesterov") and config.get("optimizer") != "momentum"):
+            continue
+        if value is False or (key in ("warmup_fraction", "label_smoothing", "augment_translate") and not value):
             continue
         if key in ("mixed_precision", "cudnn_benchmark") and config.get("device") == "cpu":
             continue
@@ -94,23 +113,38 @@ def _print(rec: Any) -> None:
     out.print(f"Workload: {w.dataset} ({shape}, {w.num_classes} classes, {w.train_samples:,} training samples), "
               f"model {w.model}; target {where}, {rec.target.cores} core{'' if rec.target.cores == 1 else 's'}; "
               f"preference {rec.preference}.")
-    out.print(f"{rec.n_candidates} candidates, {rec.n_feasible} meet the constraints, {rec.n_front} on the "
-              f"predicted Pareto front. All figures below are PREDICTED (median [10%-90%]), not measured.")
+    sure = f" with at least {rec.confidence:.0%} probability" if rec.confidence is not None else ""
+    out.print(f"{rec.n_candidates} candidates, {rec.n_feasible} meet the constraints{sure}, {rec.n_front} on the "
+              f"front; ranked: {rec.ranking}. Figures are median [10%-90%]; 'meas' rows are this "
+              f"configuration's own runs on this workload and machine, 'pred' rows come from the surrogate"
+              + ("; P is the probability of meeting every constraint." if rec.confidence is not None else "."))
     if rec.extrapolation:
         out.print("[bold yellow]EXTRAPOLATION:[/] " + "; ".join(rec.reasons)
                   + ". The bands are widened; treat the ranking as a hint and verify it (--verify N).")
     if rec.new_workload:
         out.print(f"New workload: the surrogate was fitted on no trial of {w.dataset} at {w.train_samples:,} "
                   "training samples, so its bands use the wider offset calibrated on held-out workloads.")
-    table = Table()
-    for column in ("#", "framework", "time", "accuracy", "memory (MB)", "source"):
-        table.add_column(column)
-    for c in rec.choices:
-        table.add_row(str(c.rank), c.framework, _time_band(c.time_s), _band(c.accuracy, ".3f"),
-                      _band(c.memory_mb, ".0f"), c.source)
+    table = Table(box=None, pad_edge=False)
+    columns = ["#", "framework", "model", "time s", "accuracy %", "MiB", "basis"]
+    if rec.confidence is not None:
+        columns.append("P")
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    rows = list(rec.choices) + ([rec.baseline] if rec.baseline is not None else [])
+    for c in rows:
+        basis = f"meas x{c.repeats}" if c.basis == "measured" else "pred"
+        cells = [str(c.rank) if c.rank else "dflt", _FW_SHORT.get(c.framework, c.framework), c.model,
+                 _compact_time(c.time_s), _compact_accuracy(c.accuracy), f"{c.memory_mb.mid:.0f}", basis]
+        if rec.confidence is not None:
+            cells.append(f"{c.p_constraints:.0%}")
+        table.add_row(*cells)
     out.print(table)
-    for c in rec.choices:
-        out.print(f"#{c.rank} {c.framework}: {_params(c.config)}")
+    if rec.baseline is not None:
+        b = rec.baseline
+        out.print(f"dflt = the obvious default (torch, Adam 1e-3, batch 128, constant rate, {b.model}) at its best "
+                  f"run length for this question: {b.config.get('epochs')} epochs.")
+    for c in rows:
+        out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model}: {_params(c.config)}")
         out.print(f"    run it: {rec.command(c)}", highlight=False)
         for e in c.evidence:
             measured = ", ".join(filter(None, (
@@ -118,8 +152,11 @@ def _print(rec: Any) -> None:
                 f"acc {e.test_accuracy:.3f}" if e.test_accuracy is not None else None,
                 f"{e.peak_memory_mb:.0f} MB" if e.peak_memory_mb is not None else None,
             )))
-            out.print(f"    measured nearby: trial {e.trial_id} ({e.framework}, {e.dataset_name}, "
+            label = "measured run" if c.basis == "measured" else f"measured nearby (distance {e.distance:.2g})"
+            out.print(f"    {label}: trial {e.trial_id} ({e.framework}, {e.dataset_name}, "
                       f"n={e.train_samples}, {e.device_kind}, {e.status}) {measured or '-'}")
+        if not c.evidence:
+            out.print(f"    no measured trial on a {rec.target.device_kind.upper()} to cite: the figures are predicted only")
 
 
 def _print_verification(results: list[Any], stats: Any) -> None:
@@ -142,7 +179,7 @@ def _print_verification(results: list[Any], stats: Any) -> None:
             flag = "" if v.within_band.get(key) else " (outside band)"
             return (_seconds(value) if key == "train_time_s" else format(value, fmt)) + flag
 
-        table.add_row(str(v.rank), v.framework, v.status + (f": {v.note}" if v.note else ""),
+        table.add_row(str(v.rank) if v.rank else "dflt", v.framework, v.status + (f": {v.note}" if v.note else ""),
                       _time_band(v.predicted["train_time_s"]), show("train_time_s", ""),
                       _band(v.predicted["test_accuracy"], ".3f"), show("test_accuracy", ".3f"),
                       _band(v.predicted["peak_memory_mb"], ".0f"), show("peak_memory_mb", ".0f"))
@@ -154,6 +191,28 @@ def _print_verification(results: list[Any], stats: Any) -> None:
         ran = sum(1 for v in results if v.status != "skipped")
         err.print(f"Merged {ran} measured trials into your knowledge base {user_knowledge_path()} "
                   f"(now {stats.rows_out} trials).")
+
+
+def _print_loop(loop: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="Measured in the loop (this machine, your data)", title_justify="left", box=None)
+    for column in ("run", "rung", "epochs", "status", "time s", "accuracy", "predicted time s"):
+        table.add_column(column, no_wrap=True)
+    for r in loop.runs:
+        table.add_row(r.label, str(r.rung), str(r.epochs), r.status,
+                      "-" if r.train_time_s is None else f"{r.train_time_s:.1f}",
+                      "-" if r.test_accuracy is None else f"{r.test_accuracy:.4f}", f"{r.predicted_time_s:.0f}")
+    out.print(table)
+    if loop.winner is None:
+        out.print("No run finished within the budget: nothing measured to recommend.")
+    else:
+        w = loop.winner
+        out.print(f"Measured winner: {w.label} ({w.config['framework']} {w.model}, {w.epochs} epochs): "
+                  f"accuracy {w.test_accuracy:.4f} in {w.train_time_s:.1f} s (MEASURED, trial {w.trial_id}).")
+    resumed = f"; {loop.resumed} runs taken from an interrupted loop" if loop.resumed else ""
+    err.print(f"Spent {loop.spent_s:.0f} s of {loop.budget_s:.0f} s{resumed}. Trials added to {loop.knowledge_path}; "
+              f"loop state in {loop.state_path}.")
 
 
 @app.command("recommend")
@@ -169,6 +228,13 @@ def recommend_command(
     cores: Annotated[Optional[int], typer.Option("--cores", min=1, help="CPU cores to use (default: all allowed).")] = None,
     max_time: Annotated[Optional[str], typer.Option("--max-time", help="Bound on training time: 90, 90s, 10m, 2h.")] = None,
     min_accuracy: Annotated[Optional[str], typer.Option("--min-accuracy", help="Bound on test accuracy: 0.99 or 99%.")] = None,
+    target_accuracy: Annotated[Optional[str], typer.Option(
+        "--target-accuracy", help="Fastest way to reach this accuracy (0.99 or 99%): --min-accuracy ranked fastest first, "
+        "run length chosen from the learning-curve model.")] = None,
+    budget: Annotated[Optional[str], typer.Option(
+        "--budget", help="Closed loop: spend this long (120s, 10m) measuring the top choices and the obvious default "
+        "on your data (successive halving); the measured winner is reported and the trials are added to your "
+        "knowledge base. Resumes if interrupted.")] = None,
     max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="Bound on peak memory: 2GB, 512MB.")] = None,
     prefer: Annotated[Preference, typer.Option("--prefer", help="Ranking of the Pareto front: fast, accurate, lean, or balanced (the fastest within 0.01 of the best predicted accuracy, then the trade-offs that add the most to the front).")] = Preference.balanced,
     frameworks: Annotated[Optional[str], typer.Option("--frameworks", help="Comma-separated, e.g. torch,tensorflow.")] = None,
@@ -186,24 +252,50 @@ def recommend_command(
     """Recommend framework and configuration for a workload: predicted time, accuracy and memory.
 
     Example: advisor recommend --dataset cifar10 --gpu --min-accuracy 0.7 --prefer fast
+
+    Example: advisor recommend --dataset mnist --cpu --target-accuracy 99% --budget 120s --data-dir data/mnist
     """
     from advisor import recommend as rc
 
+    if target_accuracy and min_accuracy:
+        fail("Give --target-accuracy or --min-accuracy, not both: --target-accuracy is --min-accuracy ranked fastest first.")
+    accuracy_text = target_accuracy or min_accuracy
+    budget_s = parse_quantity(budget, _UNITS_S, "--budget", "120s or 10m") if budget else None
+    if budget_s is not None and verify:
+        fail("Give --budget or --verify, not both: the closed loop measures the top choices itself.")
+    if target_accuracy:
+        prefer = Preference.fast
     constraints = rc.Constraints(
         max_time_s=parse_quantity(max_time, _UNITS_S, "--max-time", "90s or 10m") if max_time else None,
-        min_accuracy=parse_accuracy(min_accuracy) if min_accuracy else None,
+        min_accuracy=parse_accuracy(accuracy_text, "--target-accuracy" if target_accuracy else "--min-accuracy")
+        if accuracy_text else None,
         max_memory_mb=parse_quantity(max_memory, _UNITS_MB, "--max-memory", "2GB or 512MB") if max_memory else None,
     )
     names = [f.strip() for f in frameworks.split(",") if f.strip()] if frameworks else None
     rec = rc.recommend(
         dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
-        cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=top, table=table,
+        cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=max(top, 4) if budget_s else top, table=table,
         model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
     )
     for warning in rec.warnings:
         err.print(f"warning: {warning}")
     verified: list[Any] = []
     stats = None
+    if budget_s is not None:
+        from advisor._recommend._budget import closed_loop
+
+        if not as_json:
+            _print(rec)
+        err.print(f"Closed loop: measuring the top choices and the obvious default within {budget_s:.0f} s ...")
+        loop = closed_loop(rec, budget_s, data_dir=str(data_dir) if data_dir else None,
+                           on_progress=lambda m: err.print("  " + m))
+        if as_json:
+            data = rec.to_dict()
+            data["loop"] = loop.to_dict()
+            print_json(data)
+        else:
+            _print_loop(loop)
+        return
     if verify:
         if not as_json:
             _print(rec)

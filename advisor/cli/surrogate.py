@@ -55,13 +55,19 @@ def fit_command(
     model = fit_file(path, seed=seed, num_threads=threads, num_boost_round=rounds,
                      on_progress=lambda line: err.print(line + " ..."))
     meta_path = save(model, target, table_path=path)
+    from advisor import knowledge
+    from advisor._recommend._portfolio import build_portfolio, save_portfolio
+
+    err.print("Building the recipe portfolio ...")
+    portfolio = build_portfolio(knowledge.read(path), model, device_kind="cpu")
+    save_portfolio(target, {"cpu": portfolio}, table_sha256=model.meta["table_sha256"])
     result = {"table": str(path), "out": str(target), "meta": str(meta_path), "row_counts": model.meta["row_counts"],
-              "table_sha256": model.meta["table_sha256"]}
+              "table_sha256": model.meta["table_sha256"], "portfolio": len(portfolio)}
     if as_json:
         print_json(result)
         return
     counts = ", ".join(f"{k}: {v} rows" for k, v in model.meta["row_counts"].items())
-    out.print(f"Saved the surrogate to {target} ({counts}).")
+    out.print(f"Saved the surrogate to {target} ({counts}) and a portfolio of {len(portfolio)} recipes.")
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:
@@ -104,5 +110,10 @@ def evaluate_command(
         view.add_row(f.objective, f.scheme, str(f.n_folds), str(f.n_rows), _fmt(f.spearman), _fmt(f.mape, True),
                      _fmt(f.mae), _fmt(f.coverage, True))
     out.print(view)
+    tta = result.time_to_accuracy
+    if tta:
+        out.print(f"time to accuracy, leave-one-dataset-out: median error {100 * tta['median_error']:.1f}% over "
+                  f"{tta['curves']} held-out full-size curves ({tta['misses']} never reached on the predicted curve; "
+                  f"{100 * tta['median_error_shape']:.1f}% for the curve's shape)")
     for line in result.skipped:
         err.print(f"not evaluated: {line}")

@@ -37,9 +37,9 @@ def lgb_params(*, alpha: float, n_rows: int, seed: int, num_threads: int) -> dic
 
 
 def _train_one(lgb: Any, x: np.ndarray, y: np.ndarray, schema: FeatureSchema, *, alpha: float, seed: int,
-               num_threads: int, num_boost_round: int) -> Any:
+               num_threads: int, num_boost_round: int, weight: np.ndarray | None = None) -> Any:
     data = lgb.Dataset(
-        x, label=y, feature_name=schema.names, categorical_feature=schema.categorical_indices,
+        x, label=y, weight=weight, feature_name=schema.names, categorical_feature=schema.categorical_indices,
         free_raw_data=True, params={"verbosity": -1, "min_data_in_bin": 1, "feature_pre_filter": False},
     )
     params = lgb_params(alpha=alpha, n_rows=len(y), seed=seed, num_threads=num_threads)

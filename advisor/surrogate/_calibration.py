@@ -63,7 +63,8 @@ def conformal_offset(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, coverage:
 
 def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.ndarray]], y: np.ndarray,
                schema: FeatureSchema, *, folds: int, seed: int, num_threads: int, num_boost_round: int,
-               groups: np.ndarray | None = None) -> float | None:
+               groups: np.ndarray | None = None, weight: np.ndarray | None = None,
+               score_rows: np.ndarray | None = None, trials: np.ndarray | None = None) -> float | None:
     """The conformal offset of the 10-90% band from ``folds`` random out-of-fold fits; None if too few rows.
 
     With ``groups`` (one key per row), each fold holds out whole groups, so the offset is the one
@@ -72,13 +73,22 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
     Each member is ``(target, shift)``: boosters fitted on ``target`` whose predictions plus ``shift``
     are in the units of ``y``; with several members the band is their elementwise minimum, as
     :meth:`~advisor.surrogate.model.Surrogate.predict_matrix` combines them.
+
+    Learning-curve rows (:mod:`advisor.surrogate._curves`): ``weight`` weighs the fits, only the
+    ``score_rows`` (finished trials) are scored, and ``groups`` should keep a trial's rows together
+    (the random folds are drawn over ``trials`` when given).
     """
     if folds < 2 or len(y) < folds * MIN_ROWS:
         return None
     rng = np.random.default_rng(seed + 7919)
-    if groups is None:
+    if groups is None and trials is None:
         fold = np.arange(len(y)) % folds
         rng.shuffle(fold)
+    elif groups is None:  # random folds over whole trials
+        assert trials is not None
+        per_trial = np.arange(trials.max() + 1) % folds
+        rng.shuffle(per_trial)
+        fold = per_trial[trials]
     else:  # whole groups to a fold: round-robin over the groups in a random order
         _, codes = np.unique(groups, return_inverse=True)
         order = rng.permutation(codes.max() + 1)
@@ -91,8 +101,10 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
         train, test = fold != k, fold == k
         for target, shift in members:
             edges = [_train_one(lgb, x[train], target[train], schema, alpha=alpha, seed=seed, num_threads=num_threads,
-                                num_boost_round=num_boost_round).predict(x[test], num_threads=num_threads)
+                                num_boost_round=num_boost_round,
+                                weight=None if weight is None else weight[train]).predict(x[test], num_threads=num_threads)
                      for alpha in (QUANTILES[0], QUANTILES[2])]
             lo[test] = np.minimum(lo[test], np.minimum(*edges) + shift[test])
             hi[test] = np.minimum(hi[test], np.maximum(*edges) + shift[test])
-    return conformal_offset(y, np.minimum(lo, hi), np.maximum(lo, hi))
+    scored = np.ones(len(y), dtype=bool) if score_rows is None else score_rows
+    return conformal_offset(y[scored], np.minimum(lo, hi)[scored], np.maximum(lo, hi)[scored])

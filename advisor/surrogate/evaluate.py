@@ -35,7 +35,8 @@ from advisor.surrogate.model import (
     training_columns,
 )
 
-__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "repeat_noise", "evaluate", "training_meta", "model_card"]
+__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "repeat_noise", "evaluate", "time_to_accuracy",
+           "training_meta", "model_card"]
 
 SCHEMES = ("leave-one-dataset-out", "leave-one-train-size-out", "leave-one-hardware-out", "random-5-fold")
 
@@ -74,13 +75,15 @@ class Evaluation:
     figures: tuple[Figures, ...]
     skipped: tuple[str, ...]
     noise: dict[str, Any] = field(default_factory=dict)
+    time_to_accuracy: dict[str, Any] = field(default_factory=dict)
 
     def get(self, objective: str, scheme: str) -> Figures | None:
         return next((f for f in self.figures if f.objective == objective and f.scheme == scheme), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "n_rows": self.n_rows, "figures": [asdict(f) for f in self.figures],
-                "skipped": list(self.skipped), "repeat_noise": dict(self.noise)}
+                "skipped": list(self.skipped), "repeat_noise": dict(self.noise),
+                "time_to_accuracy": dict(self.time_to_accuracy)}
 
 
 def repeat_noise(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
@@ -239,8 +242,95 @@ def evaluate(
                 continue
             figures.append(_figures(objective, scheme, np.concatenate(ys), np.concatenate(los),
                                     np.concatenate(mids), np.concatenate(his), n_folds))
+    tta: dict[str, Any] = {}
+    if "leave-one-dataset-out" in schemes and {"train_time_s", "test_accuracy"} <= set(objectives):
+        tta = time_to_accuracy(columns, schema=schema, seed=seed, num_threads=num_threads,
+                               num_boost_round=num_boost_round)
     return Evaluation(table=table, n_rows=len(columns["trial_id"]), figures=tuple(figures), skipped=tuple(skipped),
-                      noise=repeat_noise(columns))
+                      noise=repeat_noise(columns), time_to_accuracy=tta)
+
+
+#: A curve counts as full-size when it trained on at least this many samples.
+FULL_SIZE_SAMPLES = 10_000
+#: The accuracy a held-out curve is asked to reach: this far from its first reading to its best.
+TTA_LEVEL = 0.75
+
+
+def _tta_cases(columns: Mapping[str, Sequence[Any]], idx: np.ndarray) -> list[tuple[int, float, float, int]]:
+    """Held-out curves to score: (row, target accuracy, measured time to it, epochs), for ``ok``,
+    non-synthetic, uncontended full-size trials whose curve first reaches the target after epoch 1."""
+    out = []
+    for i in idx:
+        curve, times, epochs = columns["accuracy_curve"][i], columns["epoch_times"][i], columns["cfg_epochs"][i]
+        total = columns["train_time_s"][i]
+        if (columns["status"][i] != "ok" or columns["synthetic"][i] or columns["contended"][i]
+                or not isinstance(curve, list) or not isinstance(times, list) or len(curve) < 2
+                or len(curve) != epochs or len(times) != epochs or not total
+                or (columns["train_samples"][i] or 0) < FULL_SIZE_SAMPLES):
+            continue
+        best = max(curve)
+        if best - curve[0] < 0.01:  # no curve to speak of
+            continue
+        target = curve[0] + TTA_LEVEL * (best - curve[0])
+        k = next(j for j, a in enumerate(curve, 1) if a >= target)
+        share = float(np.sum(times[:k]) / np.sum(times))
+        out.append((int(i), float(target), float(total) * share, int(epochs)))
+    return out
+
+
+def time_to_accuracy(columns: Mapping[str, Sequence[Any]], *, schema: FeatureSchema | None = None, seed: int = 0,
+                     num_threads: int = 1, num_boost_round: int = DEFAULT_ROUNDS) -> dict[str, Any]:
+    """Time to an accuracy on held-out full-size learning curves, leave-one-dataset-out.
+
+    For each held-out curve the target is :data:`TTA_LEVEL` of the way from its first reading to its
+    best; the model fitted without that dataset predicts the curve epoch by epoch (the run's schedule
+    length kept) and the predicted time to the target is the predicted time at the first epoch whose
+    median accuracy reaches it (the last epoch when none does: counted as a miss). The figure is the
+    median of ``|predicted - measured| / measured``.
+    """
+    schema = schema or schema_from_columns(columns)
+    datasets = np.array([str(v) for v in columns["dataset_name"]], dtype=object)
+    errors: list[float] = []
+    shape_errors: list[float] = []
+    per_dataset: dict[str, Any] = {}
+    misses = 0
+    for name in sorted(set(datasets.tolist())):
+        test = np.flatnonzero(datasets == name)
+        cases = _tta_cases(columns, test)
+        train = np.flatnonzero(datasets != name)
+        if not cases or len(train) < MIN_ROWS:
+            continue
+        model = fit(_subset(columns, train), seed=seed, num_threads=num_threads, num_boost_round=num_boost_round,
+                    objectives=("train_time_s", "test_accuracy"), schema=schema, calibration_folds=0)
+        rows = [(i, k) for i, _, _, e in cases for k in range(1, e + 1)]
+        probe = _subset(columns, np.array([i for i, _ in rows]))
+        probe["schedule_epochs"] = list(probe["cfg_epochs"])
+        probe["cfg_epochs"] = [k for _, k in rows]
+        bands = model.predict(probe)
+        acc, tim = bands["test_accuracy"].mid, bands["train_time_s"].mid
+        pos = 0
+        errs, errs_shape = [], []
+        for i, target, measured, epochs in cases:
+            a, t = acc[pos:pos + epochs], tim[pos:pos + epochs]
+            pos += epochs
+            hit = np.flatnonzero(a >= target)
+            misses += int(not len(hit))
+            predicted = float(t[hit[0]] if len(hit) else t[-1])
+            errs.append(abs(predicted - measured) / measured)
+            # The same question asked of the curve's shape: the point 75% of the way up each curve.
+            own = np.flatnonzero(a >= a[0] + TTA_LEVEL * (a.max() - a[0]))
+            errs_shape.append(abs(float(t[own[0]]) - measured) / measured)
+        errors += errs
+        shape_errors += errs_shape
+        per_dataset[name] = {"curves": len(errs), "median_error": float(np.median(errs)),
+                             "median_error_shape": float(np.median(errs_shape))}
+    if not errors:
+        return {}
+    return {"curves": len(errors), "median_error": float(np.median(errors)), "misses": misses,
+            "median_error_shape": float(np.median(shape_errors)),
+            "level": TTA_LEVEL, "per_dataset": per_dataset,
+            "method": "leave-one-dataset-out; target = first reading + level x (best - first reading); "
+                      "'shape': the same level read on the predicted curve's own first and best readings"}
 
 
 def training_meta(columns: Mapping[str, Sequence[Any]], *, table_path: str | Path) -> dict[str, Any]:
@@ -400,6 +490,19 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
                   "The first figure scores each run against a median it helped to form, so it understates the "
                   "floor; the second predicts each run from the median of the other runs of its configuration, "
                   "which is what a model that knew everything but the seed would err on a new run."]
+    tta = evaluation.time_to_accuracy
+    if tta:
+        per = "; ".join(f"{k} {100 * v['median_error']:.1f}% over {v['curves']}" for k, v in tta["per_dataset"].items())
+        lines += ["", "## Time to accuracy (learning curves)", "",
+                  "Every trial's per-epoch readings train the models too (epoch and schedule length as features, "
+                  "see `advisor/surrogate/_curves.py`). On held-out full-size curves (at least "
+                  f"{FULL_SIZE_SAMPLES:,} training samples), leave-one-dataset-out, the target being "
+                  f"{tta['level']:.0%} of the way from the first reading to the best: median error of the predicted "
+                  f"time to reach it {100 * tta['median_error']:.1f}% over {tta['curves']} curves ({per}); "
+                  f"{tta['misses']} predicted curves never reached the target (scored at their last epoch). "
+                  "Asked of the curve's shape instead (the same level read on the predicted curve's own first and "
+                  f"best readings), the median error is {100 * tta['median_error_shape']:.1f}%: most of the first "
+                  "figure's error is the level of accuracy on an unseen dataset, not the time per epoch."]
     kinds = list(dict(summary.get("by_device_kind", {})))
     lines += [
         "",

@@ -75,11 +75,16 @@ _DERIVED: dict[str, Feature] = {f.name: f for f in (
     Feature("cores_granted"), Feature("naive_time_s", log=True), Feature("log10_effective_lr"),
     Feature("log10_lr_x_steps"), Feature("log10_lr_per_sample"), Feature("samples_seen", log=True),
     Feature("log_baseline_s_per_flop"), Feature("log_memory_baseline_mb"),
+    Feature("schedule_epochs", log=True), Feature("epoch_fraction"),
 )}
+#: Learning-curve fidelity, appended after the knobs (:mod:`advisor.surrogate._curves`): the length
+#: of the run whose schedule was followed, and how far through it a reading was taken (1: finished).
+_CURVE_FEATURES = ("schedule_epochs", "epoch_fraction")
 FEATURES: tuple[Feature, ...] = (
     Feature("framework", "cat"),
     *(_KNOB_FEATURES.get(name) or _DERIVED[name] for name in _SCHEMA_1[1:]),
     *(f for name, f in _KNOB_FEATURES.items() if name not in _SCHEMA_1),
+    *(_DERIVED[name] for name in _CURVE_FEATURES),
 )
 
 #: Filled by the fitted surrogate, not by :func:`encode` (which leaves it NaN): the natural log of
@@ -203,6 +208,8 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
     activations = np.array([activations_per_sample(str(m or ""), *shape) for m, *shape in
                             zip(models, h.tolist(), w.tolist(), channels.tolist(), classes.tolist())], dtype=float)
     total_flops = fps * train * epochs
+    schedule = _floats(columns["schedule_epochs"]) if "schedule_epochs" in columns else epochs.copy()
+    schedule = np.where(np.isnan(schedule), epochs, schedule)
     with np.errstate(divide="ignore", invalid="ignore"):
         lr = _floats(columns["cfg_learning_rate"])
         log_lr = np.where(lr > 0, np.log10(np.where(lr > 0, lr, 1.0)), np.nan)
@@ -238,6 +245,8 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "log10_lr_x_steps": effective + np.log10(steps * epochs),
         "log10_lr_per_sample": effective - np.log10(batch),
         "samples_seen": train * epochs,
+        "schedule_epochs": schedule,
+        "epoch_fraction": np.where(schedule > 0, epochs / np.where(schedule > 0, schedule, 1.0), np.nan),
         BASELINE_FEATURE: np.full(len(batch), np.nan),
         MEMORY_BASELINE_FEATURE: np.full(len(batch), np.nan),
     }

@@ -49,6 +49,7 @@ from advisor.surrogate._boosters import _train_one, lgb_params
 from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate,
                                             conformal_offset, seen_workloads, workload_keys)
 from advisor.surrogate._compat import import_lightgbm
+from advisor.surrogate._curves import CURVE_OBJECTIVES, expand_curves, weights_and_final
 from advisor.surrogate._targets import (_LANDMARK, ACCURACY_COMPANION, LOG_OBJECTIVES, MIN_ROWS, OBJECTIVES, QUANTILES,
                                         _landmark_or, from_model_space, to_model_space, training_columns)
 from advisor.surrogate.features import FeatureSchema, encode, schema_from_columns
@@ -215,8 +216,12 @@ def fit(
     offsets_new: dict[str, float] = {}
     workloads: set[tuple[float, ...]] = set()
     landmark_fallback: float | None = None
+    readings: dict[str, int] = {}
+    expanded = expand_curves(columns) if CURVE_OBJECTIVES.intersection(objectives) else None
     for objective in objectives:
-        picked, values = training_columns(columns, objective)
+        rows = expanded if expanded is not None and objective in CURVE_OBJECTIVES else columns
+        picked, values = training_columns(rows, objective)
+        weight, final = weights_and_final(picked)
         x = encode(picked, schema)
         if objective == "test_accuracy":
             marks = x[:, _LANDMARK][~np.isnan(x[:, _LANDMARK])]
@@ -230,16 +235,18 @@ def fit(
             x = with_memory_baseline(x, schema, memory)
         y = to_model_space(objective, values, x, landmark_fallback=landmark_fallback)
         keep = ~np.isnan(y)
-        x, y, values = x[keep], y[keep], values[keep]
+        x, y, values, weight, final = x[keep], y[keep], values[keep], weight[keep], final[keep]
+        trials = np.unique(np.asarray(picked["trial_id"], dtype=object).astype(str)[keep], return_inverse=True)[1]
         if len(y) < MIN_ROWS:
             raise SurrogateError(
                 f"Cannot fit the {objective!r} model: {source} has {len(y)} usable rows for it; "
                 f"at least {MIN_ROWS} are needed (see MODEL_CARD.md for which rows count)."
             )
-        counts[objective] = len(y)
+        counts[objective] = int(final.sum())  # finished trials; the curve readings come on top
+        readings[objective] = int(len(y) - final.sum())
         boosters[objective] = {
             alpha: _train_one(lgb, x, y, schema, alpha=alpha, seed=seed, num_threads=num_threads,
-                              num_boost_round=num_boost_round)
+                              num_boost_round=num_boost_round, weight=weight)
             for alpha in QUANTILES
         }
         members = [(y, np.zeros(len(y)))]
@@ -247,20 +254,21 @@ def fit(
         if objective == "test_accuracy" and landmark_fallback is not None:
             boosters[ACCURACY_COMPANION] = {
                 alpha: _train_one(lgb, x, values, schema, alpha=alpha, seed=seed, num_threads=num_threads,
-                                  num_boost_round=num_boost_round)
+                                  num_boost_round=num_boost_round, weight=weight)
                 for alpha in QUANTILES
             }
             shift = _landmark_or(x, landmark_fallback)
             members, units = [(y, shift), (values, np.zeros(len(y)))], values
+        curve = {"weight": weight, "score_rows": final, "trials": trials}
         offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
-                            num_threads=num_threads, num_boost_round=num_boost_round)
+                            num_threads=num_threads, num_boost_round=num_boost_round, **curve)
         if offset is not None:
             offsets[objective] = offset
         keys = workload_keys(x)
         workloads.update(map(tuple, keys.tolist()))
         offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
                             num_threads=num_threads, num_boost_round=num_boost_round,
-                            groups=np.unique(keys, axis=0, return_inverse=True)[1].ravel())
+                            groups=np.unique(keys, axis=0, return_inverse=True)[1].ravel(), **curve)
         if offset is not None and objective in offsets:
             offsets_new[objective] = max(offset, offsets[objective])  # never narrower than a seen workload's
     baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "reference_gflops": reference,
@@ -273,7 +281,7 @@ def fit(
                      "combined_with": f"{ACCURACY_COMPANION} (plain accuracy), elementwise minimum"} \
         if landmark_fallback is not None else None
     meta = {"time_baseline": baseline_meta, "memory_baseline": memory_meta, "accuracy_target": accuracy_meta,
-            "row_counts": counts, "seed": seed, "num_boost_round": num_boost_round,
+            "row_counts": counts, "curve_readings": readings, "seed": seed, "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": TIME_TARGET, "memory_target": MEMORY_TARGET,
             "band_offsets": offsets, "band_offsets_new_workload": offsets_new,
             "workloads": sorted(list(k) for k in workloads),

@@ -1,0 +1,114 @@
+"""The obvious default, the epoch grid, and measured configurations of the very workload asked about.
+
+- **The obvious default** is what a user would run without any advice: PyTorch, Adam at 1e-3,
+  batch 128, a constant rate, the workload's model. It is always a candidate (at every epoch count
+  of the grid) and always reported beside the pick, so a recommendation never hides what the
+  plain choice would have given.
+- **The epoch grid**: trusted recipes (the default, the portfolio, measured configurations) are
+  offered at several run lengths, and the learning-curve model predicts each; a question such as
+  "fastest to 99%" or "best within 5 minutes" then chooses the run length too.
+- **Measured configurations**: trials of the same dataset, training size, device kind (and, on a
+  CPU, the same hardware profile) in the knowledge base are candidates with their measured values
+  (median of repeats, spread shown).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from advisor import knowledge
+from advisor._recommend._workload import Target, WorkloadInfo
+from advisor.records import Config
+
+__all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows"]
+
+#: What a user would run without advice (besides the framework and the model).
+OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
+#: Run lengths the trusted recipes are offered at.
+EPOCH_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30)
+#: A measured figure's band when a configuration ran once: repeat noise on this machine is about
+#: this large (accuracy, absolute) and this factor (time and memory).
+MEASURED_ACCURACY_NOISE = 0.005
+MEASURED_TIME_FACTOR = 1.12
+
+
+def obvious_default(framework: str, target: Target, epochs: int) -> Config:
+    """The obvious default on ``target`` for ``epochs`` epochs, with every core (CPU) or one process (GPU)."""
+    device = "cuda" if target.device_kind == "gpu" else "cpu"
+    threads = target.cores if device == "cpu" else 1
+    return Config(framework=framework, epochs=epochs, threads=threads, device=device, **OBVIOUS_DEFAULT)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A configuration measured on the very workload: medians, ranges and how many runs."""
+
+    config: Config
+    model: str
+    repeats: int
+    time_s: tuple[float, float, float]
+    accuracy: tuple[float, float, float]
+    memory_mb: tuple[float, float, float]
+    trial_ids: tuple[str, ...]
+
+
+def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target) -> list[int]:
+    """Rows of ``table`` measured on this workload and hardware class: same dataset and training size
+    (the full size means the largest measured, when the user gave none), same device kind, and on
+    a CPU the same hardware profile (on a GPU the same GPU model, when known); status ``ok``,
+    uncontended, real data."""
+    cols = table.columns
+    n = len(table)
+    rows = [i for i in range(n) if cols["dataset_name"][i] == workload.dataset and cols["status"][i] == "ok"
+            and not cols["synthetic"][i] and not cols["contended"][i]
+            and cols["device_kind"][i] == target.device_kind]
+    if target.device_kind == "cpu":
+        rows = [i for i in rows if target.hardware_id and cols["hardware_id"][i] == target.hardware_id]
+    elif target.gpu_model:
+        rows = [i for i in rows if cols["gpu_model"][i] == target.gpu_model]
+    sizes = [cols["train_samples"][i] for i in rows]
+    if workload.train_samples_given:
+        want = workload.train_samples
+    else:
+        largest = max((s for s in sizes if s), default=None)
+        want = largest if largest and largest >= 0.5 * workload.train_samples else workload.train_samples
+    return [i for i, s in zip(rows, sizes) if s == want]
+
+
+def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str]) -> list[Measured]:
+    """The measured configurations among ``rows`` (seed aside), with medians over their repeats."""
+    cols = table.columns
+    groups: dict[str, list[int]] = {}
+    configs: dict[str, Config] = {}
+    for i in rows:
+        if cols["model"][i] not in models:
+            continue
+        try:
+            cfg = knowledge.config_from_row({k: v[i] for k, v in cols.items()})
+        except Exception:  # noqa: BLE001 - a row this version cannot turn back into a config
+            continue
+        key = json.dumps({**cfg.to_dict(), "seed": None, "model": cols["model"][i]}, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(i)
+        configs[key] = cfg
+    out = []
+    for key, idx in groups.items():
+        def stats(name: str) -> tuple[float, float, float] | None:
+            values = [float(cols[name][i]) for i in idx if cols[name][i] is not None]
+            if not values:
+                return None
+            return float(np.min(values)), float(np.median(values)), float(np.max(values))
+
+        t, a, m = stats("train_time_s"), stats("test_accuracy"), stats("peak_memory_mb")
+        if t is None or a is None or m is None:
+            continue
+        out.append(Measured(configs[key], cols["model"][idx[0]], len(idx),
+                            (min(t[0], t[1] / MEASURED_TIME_FACTOR), t[1], max(t[2], t[1] * MEASURED_TIME_FACTOR)),
+                            (max(0.0, min(a[0], a[1] - MEASURED_ACCURACY_NOISE)), a[1],
+                             min(1.0, max(a[2], a[1] + MEASURED_ACCURACY_NOISE))),
+                            (min(m[0], m[1] / MEASURED_TIME_FACTOR), m[1], max(m[2], m[1] * MEASURED_TIME_FACTOR)),
+                            tuple(str(cols["trial_id"][i]) for i in idx)))
+    return out

@@ -1,0 +1,198 @@
+"""The closed loop: spend a stated budget measuring on the user's own data and hardware.
+
+Successive halving over the recommendation's top choices plus the obvious default:
+
+1. rung 0 runs every candidate with its epochs cut so that the rung uses about half the budget
+   (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run);
+2. the better half by measured accuracy (time breaks ties) goes on; each next rung runs the
+   survivors longer, until one is left, a survivor has run its full length, or the budget is spent;
+3. the winner is the best measured run of the last rung that ran, meeting the constraints when any
+   run does.
+
+A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs) fits
+what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
+and the loop's progress is kept in a state file next to it, keyed by the question: run the same
+command again after an interruption and finished trials are not run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from advisor._recommend._result import Choice, Recommendation
+from advisor.errors import ConstraintError
+from advisor.records import Config, TrialResult
+
+__all__ = ["LoopRun", "LoopResult", "closed_loop", "MIN_CANDIDATES"]
+
+#: Choices taken into the loop besides the obvious default.
+MIN_CANDIDATES = 4
+#: Seconds a trial costs beyond its training time (child start, data loading, evaluation), as
+#: a floor; the loop learns the real overhead from its own first trials.
+START_OVERHEAD_S = 8.0
+
+
+@dataclass
+class LoopRun:
+    """One measured run of the loop."""
+
+    label: str
+    rung: int
+    epochs: int
+    config: dict[str, Any]
+    model: str
+    status: str
+    train_time_s: float | None
+    test_accuracy: float | None
+    wall_time_s: float
+    trial_id: str | None
+    predicted_time_s: float
+    predicted_accuracy: float
+
+
+@dataclass
+class LoopResult:
+    """What the loop measured and which run won."""
+
+    budget_s: float
+    spent_s: float
+    runs: list[LoopRun] = field(default_factory=list)
+    winner: LoopRun | None = None
+    knowledge_path: str = ""
+    state_path: str = ""
+    resumed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def _state_path(knowledge_path: Path, key: str) -> Path:
+    return knowledge_path.parent / "loops" / f"{key}.json"
+
+
+def _key(rec: Recommendation, budget_s: float, labels: list[tuple[str, dict[str, Any], str]]) -> str:
+    text = json.dumps({"workload": rec.workload.dataset, "n": rec.workload.train_samples, "budget": budget_s,
+                       "candidates": labels}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _label(choice: Choice) -> str:
+    return "default" if choice.rank == 0 else f"#{choice.rank}"
+
+
+def _meets(run: LoopRun, rec: Recommendation) -> bool:
+    c = rec.constraints
+    if run.status != "ok" or run.test_accuracy is None or run.train_time_s is None:
+        return False
+    return ((c.max_time_s is None or run.train_time_s <= c.max_time_s)
+            and (c.min_accuracy is None or run.test_accuracy >= c.min_accuracy))
+
+
+def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = None,
+                knowledge_path: str | Path | None = None, workdir: str | Path | None = None,
+                on_progress: Callable[[str], None] | None = None,
+                run: Callable[..., TrialResult] | None = None) -> LoopResult:
+    """Successive halving within ``budget_s`` seconds of measuring (see the module docstring).
+
+    Raises:
+        ConstraintError: When the budget cannot pay for one trial of the quickest candidate.
+    """
+    from advisor import hardware, harness, knowledge
+    from advisor.records import Workload
+
+    path = Path(knowledge_path) if knowledge_path is not None else knowledge.user_knowledge_path()
+    pool = list(rec.choices[:MIN_CANDIDATES]) + ([rec.baseline] if rec.baseline is not None else [])
+    seen: set[str] = set()
+    cands: list[Choice] = []
+    for c in pool:
+        key = json.dumps(c.config, sort_keys=True, default=str) + c.model
+        if key not in seen:
+            seen.add(key)
+            cands.append(c)
+    per_epoch = {_label(c): max(c.time_s.hi, c.time_s.mid) / max(1, int(c.config["epochs"])) for c in cands}
+    quickest = min(per_epoch.values()) + START_OVERHEAD_S
+    if quickest > budget_s:
+        raise ConstraintError(f"A budget of {budget_s:g} s is too small for one trial: the quickest candidate needs "
+                              f"about {quickest:.0f} s for one epoch (with start-up); give --budget "
+                              f"{math.ceil(quickest * 1.5)}s or more.")
+    labels = [(_label(c), c.config, c.model) for c in cands]
+    key = _key(rec, budget_s, labels)
+    state_file = _state_path(path, key)
+    done: dict[str, dict[str, Any]] = {}
+    if state_file.exists():
+        try:
+            done = json.loads(state_file.read_text(encoding="utf-8")).get("runs", {})
+        except (OSError, ValueError):
+            done = {}
+    result = LoopResult(budget_s=budget_s, spent_s=0.0, knowledge_path=str(path), state_path=str(state_file))
+    runner = run or harness.run_trial
+    overhead = START_OVERHEAD_S
+    alive = cands
+    rung = 0
+    rung_share = 0.5  # rung 0 spends about half the budget
+    while alive:
+        left = budget_s - result.spent_s
+        share = left * rung_share / len(alive)
+        runs: list[tuple[Choice, LoopRun]] = []
+        for c in alive:
+            full = int(c.config["epochs"])
+            epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
+            run_key = f"{_label(c)}|{rung}|{epochs}"
+            predicted = per_epoch[_label(c)] * epochs
+            if run_key in done:
+                r = LoopRun(**done[run_key])
+                result.resumed += 1
+            else:
+                if predicted + overhead > budget_s - result.spent_s:
+                    continue
+                cfg = Config.from_dict({**c.config, "epochs": epochs})
+                workload = Workload(dataset=rec.workload.dataset, model=c.model, data_dir=data_dir,
+                                    train_samples=rec.workload.train_samples if rec.workload.train_samples_given else None)
+                if on_progress is not None:
+                    on_progress(f"rung {rung}: {_label(c)} ({c.framework} {c.model}) for {epochs} of {full} epochs, "
+                                f"predicted {predicted:.0f} s; {budget_s - result.spent_s:.0f} s of budget left")
+                t0 = time.monotonic()
+                trial = runner(workload, cfg, limits=harness.Limits(wall_time_s=max(60.0, 3 * predicted + 120)),
+                               workdir=workdir)
+                wall = time.monotonic() - t0
+                r = LoopRun(_label(c), rung, epochs, cfg.to_dict(), c.model, trial.status, trial.train_time_s,
+                            trial.test_accuracy, wall, trial.trial_id, predicted,
+                            c.accuracy.mid if epochs == full else float("nan"))
+                knowledge.append_to_user_knowledge([trial], hardware=hardware.load_cached(), path=path)
+                done[run_key] = r.__dict__
+                _save_state(state_file, done)
+                if trial.train_time_s:
+                    overhead = max(START_OVERHEAD_S, wall - trial.train_time_s)
+            result.spent_s += r.wall_time_s
+            result.runs.append(r)
+            runs.append((c, r))
+        if not runs:
+            break
+        ranked = sorted(runs, key=lambda cr: (-(cr[1].test_accuracy or -1.0), cr[1].train_time_s or math.inf))
+        meeting = [cr for cr in ranked if _meets(cr[1], rec)]
+        best = (meeting or ranked)[0][1]
+        result.winner = best if best.status == "ok" else result.winner
+        finished = any(r.epochs >= int(c.config["epochs"]) for c, r in ranked[:1])
+        if len(ranked) == 1 or finished:
+            break
+        alive = [c for c, _ in ranked[: max(1, len(ranked) // 2)]]
+        rung += 1
+        rung_share = 1.0 if len(alive) == 1 else 0.7
+    return result
+
+
+def _save_state(path: Path, runs: dict[str, dict[str, Any]]) -> None:
+    from advisor._atomic import atomic_write
+    from advisor._json import json_safe
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(json_safe({"runs": runs}), indent=1) + "\n")
+

@@ -1,0 +1,194 @@
+"""Recommender v2: measured evidence first, the obvious default beside every answer, a portfolio,
+confidence-ranked constraints, --target-accuracy and the --budget closed loop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import advisor.knowledge as kb
+from advisor import recommend as rc
+from advisor import surrogate as sg
+from advisor._recommend._baseline import EPOCH_GRID, OBVIOUS_DEFAULT
+from advisor._recommend._constraints import probability
+from advisor._recommend._portfolio import build_portfolio, load_portfolio, save_portfolio
+from advisor.cli import app
+from advisor.errors import ConstraintError
+from advisor.knobs import forced_by_model
+
+from _knowledge_rows import CPU_PROFILE, rows
+
+ROUNDS = 80
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """TEST DATA: constructed trials (see _knowledge_rows) and a model with its portfolio."""
+    folder = tmp_path_factory.mktemp("v2")
+    table = folder / "knowledge.csv.gz"
+    kb.write(rows(240, seed=11), table)
+    model = sg.fit_file(table, num_boost_round=ROUNDS)
+    sg.save(model, folder / "model", table_path=table)
+    portfolio = build_portfolio(kb.read(table), model)
+    save_portfolio(folder / "model", {"cpu": portfolio}, table_sha256=model.meta["table_sha256"])
+    return table, folder / "model"
+
+
+def _rec(shipped: tuple[Path, Path], dataset: str = "mnist", **kwargs):  # type: ignore[no-untyped-def]
+    kwargs.setdefault("profile", CPU_PROFILE)
+    kwargs.setdefault("candidates_per_framework", 100)
+    return rc.recommend(dataset, table=shipped[0], model_dir=shipped[1], **kwargs)
+
+
+def test_probability_reads_the_bands() -> None:
+    t = (np.array([50.0, 100.0]), np.array([60.0, 120.0]), np.array([80.0, 150.0]))
+    a = (np.array([0.9, 0.95]), np.array([0.95, 0.97]), np.array([0.97, 0.99]))
+    free = probability(rc.Constraints(), t, a, t)
+    assert free.tolist() == [1.0, 1.0]
+    p = probability(rc.Constraints(max_time_s=60.0, min_accuracy=0.95), t, a, t)
+    assert p[0] == pytest.approx(0.25, abs=1e-9)  # at the median of both: 0.5 x 0.5
+    assert p[1] < 0.01  # 60 s is far below its 10% time
+    at_edge = probability(rc.Constraints(max_time_s=80.0), t, a, t)[0]
+    assert at_edge == pytest.approx(0.9, abs=1e-6)  # the 90% edge of the band
+
+
+def test_the_obvious_default_is_always_beside_the_answer(shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "mnist", cores=2)
+    base = rec.baseline
+    assert base is not None and base.rank == 0 and base.source == "default"
+    assert {k: base.config[k] for k in OBVIOUS_DEFAULT} == OBVIOUS_DEFAULT
+    assert base.framework == "torch" and base.model == rec.workload.model and base.config["epochs"] in EPOCH_GRID
+    data = json.loads(json.dumps(rec.to_dict()))
+    assert data["baseline"]["config"]["optimizer"] == "adam" and "advisor measure" in data["baseline"]["command"]
+
+
+def test_measured_configurations_of_the_workload_are_candidates_with_measured_figures(
+        shipped: tuple[Path, Path]) -> None:
+    table = kb.read(shipped[0])
+    rec = _rec(shipped, "mnist", prefer="accurate", top=50)
+    measured = [c for c in rec.choices if c.basis == "measured"]
+    assert measured, "the table holds mnist trials on this hardware profile: some must be candidates as measured"
+    cols = table.columns
+    for c in measured:
+        ids = [e.trial_id for e in c.evidence]
+        rows_ = [i for i, t in enumerate(cols["trial_id"]) if t in ids]
+        values = sorted(cols["test_accuracy"][i] for i in rows_)
+        assert len(ids) == min(3, c.repeats)
+        if c.repeats <= 3:
+            assert float(np.median(values)) == pytest.approx(c.accuracy.mid)
+        assert c.accuracy.lo <= c.accuracy.mid <= c.accuracy.hi
+        assert all(cols["dataset_name"][i] == "mnist" and cols["hardware_id"][i] == CPU_PROFILE.profile_id
+                   for i in rows_)
+    # Another machine's measurements are not this machine's evidence: nothing is marked measured.
+    from dataclasses import replace
+
+    other = replace(CPU_PROFILE, profile_id="another-machine")
+    assert all(c.basis == "predicted" for c in _rec(shipped, "mnist", prefer="accurate", top=50,
+                                                     profile=other).choices)
+
+
+def test_portfolio_is_learnt_from_the_table_and_enters_the_candidates(shipped: tuple[Path, Path]) -> None:
+    portfolio = load_portfolio(shipped[1], "cpu")
+    assert 1 <= len(portfolio) <= 8
+    table = kb.read(shipped[0])
+    frameworks = set(table["framework"])
+    assert all(r["framework"] in frameworks and "epochs" not in r and "threads" not in r for r in portfolio)
+    assert load_portfolio(shipped[1], "gpu") == portfolio  # a GPU without its own portfolio uses the CPU's
+    again = build_portfolio(table, sg.load(shipped[1]))
+    assert again == portfolio  # deterministic
+    rec = _rec(shipped, "digits", prefer="accurate", top=200)
+    assert rec.n_candidates >= 4 * 100 + len(EPOCH_GRID)
+    sources = {c.source for c in rec.choices}
+    assert "portfolio" in sources or "default" in sources or "measured" in sources
+
+
+def test_max_time_question_meets_the_bound_with_confidence(shipped: tuple[Path, Path]) -> None:
+    free = _rec(shipped, "mnist", prefer="accurate").choices[0]
+    bound = max(free.time_s.mid / 3, 1.0)
+    rec = _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=bound))
+    assert rec.ranking.startswith("most accurate") and rec.confidence is not None
+    assert all(c.p_constraints >= rec.confidence for c in rec.choices)
+    assert rec.choices[0].time_s.mid <= bound
+
+
+def test_target_accuracy_ranks_fastest_and_states_probabilities(shipped: tuple[Path, Path]) -> None:
+    target = 0.9
+    rec = _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=target), prefer="fast", top=4)
+    assert rec.ranking.startswith("fastest") or rec.ranking.startswith("most likely")
+    assert all(0.5 <= c.p_constraints <= 1.0 for c in rec.choices)
+    result = runner.invoke(app, ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]),
+                                 "--candidates", "100", "--dataset", "mnist", "--target-accuracy", "75%", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["constraints"]["min_accuracy"] == 0.75 and data["preference"] == "fast"
+    for c in data["choices"]:
+        assert c["basis"] in ("measured", "predicted") and 0.5 <= c["p_constraints"] <= 1
+        assert c["accuracy"]["basis"] == c["time_s"]["basis"] == c["basis"]
+
+
+def test_impossible_target_accuracy_is_one_line_naming_the_highest_predicted(shipped: tuple[Path, Path]) -> None:
+    with pytest.raises(ConstraintError, match=r"the best predicted accuracy is 0\.\d+"):
+        _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=0.99999))
+    result = runner.invoke(app, ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]),
+                                 "--candidates", "100", "--dataset", "mnist", "--target-accuracy", "0.99999"])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "best predicted accuracy" in lines[0]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--target-accuracy", "0.9", "--min-accuracy", "0.9"], "not both"),
+    (["--budget", "0s"], "'--budget' option must be a positive number"),
+    (["--budget", "soon"], "'--budget' option must be a positive number"),
+    (["--budget", "60s", "--verify", "1"], "--budget or --verify"),
+    (["--target-accuracy", "120%"], "'--target-accuracy' option must be a fraction"),
+])
+def test_bad_loop_and_target_options_get_one_line(shipped: tuple[Path, Path], args: list[str], needle: str) -> None:
+    result = runner.invoke(app, ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]),
+                                 "--candidates", "100", "--dataset", "mnist", *args])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], result.output
+
+
+def test_a_budget_too_small_for_one_trial_is_refused(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    from advisor._recommend._budget import closed_loop
+
+    rec = _rec(shipped, "mnist", top=4)
+    with pytest.raises(ConstraintError, match=r"too small for one trial.*--budget \d+s or more"):
+        closed_loop(rec, 1.0, knowledge_path=tmp_path / "kb.csv.gz")
+    assert not (tmp_path / "kb.csv.gz").exists()
+
+
+@pytest.mark.slow
+def test_closed_loop_measures_halves_and_resumes(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from advisor._recommend._budget import closed_loop
+
+    rec = _rec(shipped, "digits", top=4, cores=1, frameworks=["torch", "sklearn"])
+    path = tmp_path / "mine.csv.gz"
+    lines: list[str] = []
+    loop = closed_loop(rec, 90.0, knowledge_path=path, workdir=tmp_path / "trials", on_progress=lines.append)
+    assert loop.runs and loop.winner is not None and loop.winner.status == "ok"
+    assert loop.spent_s <= 90.0 * 1.5  # a trial starts only when its predicted time fits
+    assert {r.rung for r in loop.runs} >= {0}
+    first = [r for r in loop.runs if r.rung == 0]
+    assert len(first) >= 2 and any(r.label == "default" for r in first)  # the obvious default is measured
+    assert loop.winner.test_accuracy == max(r.test_accuracy or 0 for r in loop.runs if r.rung == loop.winner.rung)
+    assert sorted(kb.read(path)["trial_id"]) == sorted(r.trial_id for r in loop.runs)  # every run remembered
+    assert lines and lines[0].startswith("rung 0:")
+    again = closed_loop(rec, 90.0, knowledge_path=path, workdir=tmp_path / "trials")
+    assert again.resumed == len(loop.runs) and len(kb.read(path)) == len(loop.runs)  # nothing run twice
+
+
+def test_models_force_the_knobs_their_framework_needs() -> None:
+    assert forced_by_model("onnxruntime", "resnet9_w8") == {"execution_mode": "sequential"}
+    assert forced_by_model("onnxruntime", "lenet5") == {}
+    assert forced_by_model("torch", "bn_cnn") == {}
+    assert forced_by_model("onnxruntime", "no-such-model") == {}
