@@ -213,7 +213,7 @@ class Paths:
 def paths_for(smoke: bool) -> Paths:
     suffix = "-smoke" if smoke else ""
     return Paths(RAW / f"recommend-quality{suffix}.jsonl", f"sqlite:///{RAW / f'recommend-quality{suffix}.db'}",
-                 Path("/tmp/recommend-smoke.md") if smoke else RESULTS / "recommend.md", smoke)
+                 Path("/tmp/recommend-smoke.md") if smoke else RESULTS / "recommend-v1.md", smoke)
 
 
 def config_key(config: Config | dict[str, Any]) -> str:

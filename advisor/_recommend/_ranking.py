@@ -52,7 +52,7 @@ def rank(costs: np.ndarray, preference: str) -> np.ndarray:
     pick a configuration that trains in no time to a useless accuracy, which no user means by
     balanced. A knee over time and memory within the near-best set (the rule before) let a lower
     memory outweigh a several-fold longer training: on the held-out workloads of
-    ``benchmarks/results/recommend.md`` it picked scikit-learn configs training 1.6-6.3x longer
+    ``benchmarks/results/recommend-v1.md`` it picked scikit-learn configs training 1.6-6.3x longer
     than a torch config of the same or better measured accuracy. Memory limits belong to
     ``--max-memory`` and ``--prefer lean``.
     """

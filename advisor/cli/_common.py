@@ -18,6 +18,13 @@ from advisor.errors import AdvisorError
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+#: Below this many columns, results print as lines instead of tables: a table would cut numbers.
+WIDE_COLUMNS = 120
+
+
+def narrow() -> bool:
+    """Whether the terminal is too narrow for the result tables (numbers are never cut with '…')."""
+    return out.width < WIDE_COLUMNS
 
 F = TypeVar("F", bound=Callable[..., Any])
 

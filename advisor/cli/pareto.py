@@ -13,7 +13,7 @@ import typer
 from advisor.cli import app
 from advisor.cli._common import err, fail, out, user_errors
 from advisor.errors import AdvisorError
-from advisor.cli.tune import DEFAULT_STORAGE, front_table
+from advisor.cli.tune import DEFAULT_STORAGE, print_front
 
 
 class Format(str, Enum):
@@ -49,9 +49,9 @@ def pareto_command(
     if unknown:
         pareto.parse_reference(ref, front.objectives)  # raises the one-line error
     if fmt is Format.table:
-        out.print(front_table(front, title=(
+        print_front(front, title=(
             f"Pareto front of {study}: {len(front.points)} of {len(front.points) + len(front.others)} "
-            f"complete trials, hypervolume {front.hypervolume:.4f}")))
+            f"complete trials, hypervolume {front.hypervolume:.4f}"))
         return
     if out_file is None and fmt in (Format.csv, Format.json):
         text = pareto.front_to_csv(front) if fmt is Format.csv else pareto.front_to_json(front)

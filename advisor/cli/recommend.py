@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from advisor.cli import app
-from advisor.cli._common import err, fail, out, print_json, user_errors
+from advisor.cli._common import err, fail, narrow, out, print_json, user_errors
 
 
 class Preference(str, Enum):
@@ -124,13 +124,27 @@ def _print(rec: Any) -> None:
     if rec.new_workload:
         out.print(f"New workload: the surrogate was fitted on no trial of {w.dataset} at {w.train_samples:,} "
                   "training samples, so its bands use the wider offset calibrated on held-out workloads.")
+    rows = list(rec.choices) + ([rec.baseline] if rec.baseline is not None else [])
+    if narrow():  # one line per choice: a table this wide would cut numbers
+        for c in rows:
+            basis = f"MEASURED x{c.repeats}" if c.basis == "measured" else "predicted"
+            p = f", P {c.p_constraints:.0%}" if rec.confidence is not None else ""
+            out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model} ({basis}{p}): time {_time_band(c.time_s)}, "
+                      f"accuracy {_band(c.accuracy, '.4f')}, {c.memory_mb.mid:.0f} MiB", highlight=False)
+    else:
+        _print_table(rec, rows)
+    _print_details(rec, rows)
+
+
+def _print_table(rec: Any, rows: list[Any]) -> None:
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False)
     columns = ["#", "framework", "model", "time s", "accuracy %", "MiB", "basis"]
     if rec.confidence is not None:
         columns.append("P")
     for column in columns:
         table.add_column(column, no_wrap=True)
-    rows = list(rec.choices) + ([rec.baseline] if rec.baseline is not None else [])
     for c in rows:
         basis = f"meas x{c.repeats}" if c.basis == "measured" else "pred"
         cells = [str(c.rank) if c.rank else "dflt", _FW_SHORT.get(c.framework, c.framework), c.model,
@@ -139,6 +153,9 @@ def _print(rec: Any) -> None:
             cells.append(f"{c.p_constraints:.0%}")
         table.add_row(*cells)
     out.print(table)
+
+
+def _print_details(rec: Any, rows: list[Any]) -> None:
     if rec.baseline is not None:
         b = rec.baseline
         out.print(f"dflt = the obvious default (torch, Adam 1e-3, batch 128, constant rate, {b.model}) at its best "
@@ -150,7 +167,7 @@ def _print(rec: Any) -> None:
             measured = ", ".join(filter(None, (
                 _seconds(e.train_time_s) if e.train_time_s is not None else None,
                 f"acc {e.test_accuracy:.3f}" if e.test_accuracy is not None else None,
-                f"{e.peak_memory_mb:.0f} MB" if e.peak_memory_mb is not None else None,
+                f"{e.peak_memory_mb:.0f} MiB" if e.peak_memory_mb is not None else None,
             )))
             label = "measured run" if c.basis == "measured" else f"measured nearby (distance {e.distance:.2g})"
             out.print(f"    {label}: trial {e.trial_id} ({e.framework}, {e.dataset_name}, "

@@ -117,14 +117,31 @@ def front_table(front: Any, *, title: str) -> Table:
     return table
 
 
+def print_front(front: Any, *, title: str) -> None:
+    """A front as a table on a wide terminal, else one line per point (numbers never cut)."""
+    from advisor.cli._common import narrow
+    from advisor.pareto import OBJECTIVES
+
+    if not narrow():
+        out.print(front_table(front, title=title))
+        return
+    out.print(title, highlight=False)
+    for p in front.points:
+        values = ", ".join(f"{n} {_fmt(p.values[n])}" + (f" {OBJECTIVES[n].unit}" if OBJECTIVES[n].unit else "")
+                           for n in front.objectives)
+        params = " ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in p.params.items())
+        out.print(f"trial {p.trial_number} ({p.framework}): {values}", highlight=False)
+        out.print(f"    {params}", highlight=False)
+
+
 def _report(summary: "StudySummary", as_json: bool) -> None:
     if as_json:
         print_json(summary.to_dict())
     else:
         c = summary.counts
-        out.print(front_table(summary.front, title=(
+        print_front(summary.front, title=(
             f"Pareto front of {summary.study}: {len(summary.front.points)} points, hypervolume "
-            f"{summary.front.hypervolume:.4f}")))
+            f"{summary.front.hypervolume:.4f}"))
         out.print(f"{c.finished}/{summary.n_trials} trials finished (ok {c.complete}, pruned {c.pruned}, "
                   f"failed {c.failed}, retried {c.retried}) with {summary.sampler} in {summary.elapsed_s:.0f} s; "
                   f"storage {summary.storage}", highlight=False)
@@ -287,6 +304,18 @@ def studies_list_command(storage: StorageOption = DEFAULT_STORAGE, as_json: Json
     infos = tuning.list_studies(storage)
     if as_json:
         print_json([i.to_dict() for i in infos])
+        return
+    from advisor.cli._common import narrow
+
+    if narrow():
+        out.print(f"Studies in {tuning.mask_url(storage)}", highlight=False)
+        for i in infos:
+            c = i.counts
+            budget = f"{c.finished}/{i.n_trials}" if i.n_trials else str(c.finished)
+            what = f"{i.model} on {i.dataset}, space {i.space}" if i.advisor else "not an advisor study"
+            out.print(f"{i.name}: {what}; objectives {','.join(i.objectives)}", highlight=False)
+            out.print(f"    finished {budget} (ok {c.complete}, pruned {c.pruned}, failed {c.failed}), running "
+                      f"{c.running}; created {i.created}", highlight=False)
         return
     table = Table(title=f"Studies in {tuning.mask_url(storage)}")
     for column in ("study", "workload", "space", "objectives", "finished", "ok", "pruned", "failed", "running", "created"):

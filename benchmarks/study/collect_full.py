@@ -77,12 +77,12 @@ class DatasetPlan:
 
 PLANS = {
     "mnist": DatasetPlan("mnist", "mnist", 60_000, (10_000,),
-                         ("mlp", "lenet5", "bn_cnn_w8", "bn_cnn_w16", "resnet9_w8"), 100.0),
+                         ("mlp", "lenet5", "bn_cnn_w8", "bn_cnn_w16", "resnet9_w8"), 80.0),
     "fashion-mnist": DatasetPlan("fashion-mnist", "fashion-mnist", 60_000, (10_000,),
-                                 ("mlp", "lenet5", "bn_cnn_w8", "bn_cnn_w16", "resnet9_w8"), 100.0),
+                                 ("mlp", "lenet5", "bn_cnn_w8", "bn_cnn_w16", "resnet9_w8"), 80.0),
     "cifar10": DatasetPlan("cifar10", "cifar-10-batches-bin", 30_000, (5_000,),
                            ("lenet5", "cifar_quick", "bn_cnn_w8", "bn_cnn_w16", "bn_cnn_w32", "resnet9_w8"),
-                           180.0),
+                           150.0),
     "digits": DatasetPlan("digits", None, 1437, (), ("mlp", "lenet5", "bn_cnn_w8"), 30.0),
 }
 FULL_SIZE = ("mnist", "fashion-mnist", "cifar10")
@@ -155,22 +155,28 @@ class Collector:
 
     def _epoch_seconds(self, results: list[dict[str, Any]], fw: str, dataset: str, model: str, n: int,
                        batch: int) -> float:
-        """Seconds per epoch on one core: the median of trials like it, else a FLOP estimate."""
-        seen = []
+        """Seconds per epoch on one core, from the trial like it with the nearest batch size (its
+        epoch time scaled by the training size, half per sample and half per step), else from the
+        model's FLOPs and a per-step overhead."""
+        best: tuple[float, float] | None = None
         for r in results:
             w, c = r.get("workload") or {}, r.get("config") or {}
             if (c.get("framework"), w.get("dataset"), w.get("model")) != (fw, dataset, model):
                 continue
             times = r.get("epoch_times") or []
-            if r.get("status") == "ok" and times and c.get("threads") == 1:
-                size = w.get("train_samples") or PLANS[dataset].full
-                seen.append(float(np.median(times)) / size)
-        if len(seen) >= 2:
-            per_sample = float(np.median(seen))
-            return per_sample * n
+            if not times or c.get("threads") != 1 or not c.get("batch_size"):
+                continue
+            size = w.get("train_samples") or PLANS[dataset].full
+            bs = int(c["batch_size"])
+            estimate = float(np.median(times)) * (n / size) * (0.5 + 0.5 * bs / batch)
+            distance = abs(math.log(bs / batch))
+            if best is None or distance < best[0]:
+                best = (distance, estimate)
+        if best is not None:
+            return best[1]
         info = datasets.get_info(dataset)
         flops = models.training_flops_per_sample(models.get_model(model), tuple(info.input_shape), info.num_classes)
-        return n * flops / 30e9 + n / batch * 0.004  # ~30 GFLOP/s effective on one core, 4 ms per step
+        return n * flops / 30e9 + n / batch * 0.015  # ~30 GFLOP/s effective on one core, 15 ms per step
 
     def draw(self, results: list[dict[str, Any]], dataset: str, size: int | None) -> Draw:
         plan = PLANS[dataset]
@@ -188,8 +194,8 @@ class Collector:
         epoch_s = self._epoch_seconds(results, fw, dataset, model, n, int(params.get("batch_size", 128)))
         budget = plan.trial_seconds * (1.0 if size is None else 0.5)
         cap = int(max(1, min(MAX_EPOCHS, budget // max(epoch_s, 1e-3))))
-        params["epochs"] = int(max(1, round(math.exp(self.rng.uniform(0, math.log(cap + 0.999))))))
-        params["epochs"] = min(params["epochs"], cap)
+        # Longer runs teach more: every epoch of a run is a reading of its learning curve.
+        params["epochs"] = int(self.rng.integers(max(1, cap // 3), cap + 1))
         config = space.to_config(params, seed=int(self.rng.integers(0, 2**31 - 1)))
         workload = Workload(
             dataset=dataset, model=model, train_samples=size, test_samples=None,
@@ -261,7 +267,7 @@ class Collector:
             chosen = self.draw(results, dataset, size)
         name = study_name(dataset, size)
         study = optuna.load_study(study_name=name, storage=self.storage)
-        limits = Limits(wall_time_s=max(90.0, 2.5 * PLANS[dataset].trial_seconds + 60), memory_mb=8192)
+        limits = Limits(wall_time_s=max(90.0, 2.0 * PLANS[dataset].trial_seconds + 60), memory_mb=8192)
         for attempt in (1, 2):
             t0 = time.time()
             result = run_trial(chosen.workload, chosen.config, limits=limits, cores=[self.core],
