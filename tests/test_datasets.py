@@ -488,6 +488,18 @@ def test_real_cifar_lossless_subset() -> None:
     assert data.variant != "official"
 
 
+def test_the_jpeg_derived_cifar_copy_says_so_in_its_variant() -> None:
+    folder = SHARED / "cifar-10-batches-bin"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is missing: the shared real-data folder is not on this machine")
+    data = load(Workload(dataset="cifar10", model="mlp", data_dir=str(folder), train_samples=100, test_samples=100),
+                download=False)
+    assert data.variant.startswith("cifar-10-batches-bin: 3/5 train batches") and "JPEG-derived" in data.variant
+    lossless = load(Workload(dataset="cifar10", model="mlp", data_dir=str(SHARED / "cifar-10-lossless-subset"),
+                             train_samples=100, test_samples=100), download=False)
+    assert "JPEG" not in lossless.variant
+
+
 def test_real_mnist_from_data_dir() -> None:
     folder = SHARED / "mnist"
     if not folder.is_dir():

@@ -209,6 +209,14 @@ def _idx_official(files: SourceFiles, content: list[str]) -> bool:
     return True
 
 
+#: Known non-official CIFAR-10 copies, by the sha256 of one of their batch files: what the copy is,
+#: so that a trial's provenance says it (the fingerprint alone only identifies the bytes).
+KNOWN_CIFAR_COPIES = {
+    "8da035fc1631e8ce5f25904206b8993b0f3ad02a504c0584d662e806fd76c12b":
+        "JPEG-derived pixels (recovered from a public quality-75 JPEG copy, mean absolute difference ~5.8/255)",
+}
+
+
 def _read_cifar_source(files: SourceFiles) -> RawData:
     reader = read_cifar_binary if files.format.endswith("bin") else read_cifar_python
     parts, digests = [], []
@@ -233,6 +241,10 @@ def _read_cifar_source(files: SourceFiles) -> RawData:
         counts = "" if len(y_train) == 10_000 * n_train and len(y_test) == 10_000 else (
             f", {len(y_train):,} train + {len(y_test):,} test records")
         variant = f"{files.format}: {n_train}/{_CIFAR_TRAIN} train batches{counts} (sha256 {_short(digests)})"
+        known = next((what for d in digests for prefix, what in KNOWN_CIFAR_COPIES.items() if d.startswith(prefix)),
+                     None)
+        if known:
+            variant += f"; {known}"
         notes = (f"{n_train} of {_CIFAR_TRAIN} training batches present ({', '.join(names[:n_train])}): "
                  f"{len(y_train):,} of 50,000 training images",
                  "not verified against the official archive: the fingerprint identifies these exact files")
