@@ -94,6 +94,20 @@ def invalid_parameter(name: str, owner: str, accepted: str, got: Any) -> Invalid
     Returns:
         An ``InvalidParameterError`` ready to raise.
     """
-    return InvalidParameterError(
+    exc = InvalidParameterError(
         f"The {name!r} parameter of {owner} must be {accepted}. Got {got!r} instead."
     )
+    exc.parameter, exc.owner, exc.accepted, exc.got = name, owner, accepted, got
+    return exc
+
+
+def did_you_mean(value: str, choices: Any, aliases: dict[str, str] | None = None) -> str:
+    """``" Did you mean 'x'?"`` for the nearest of ``choices`` (or a known alias), else ``""``."""
+    import difflib
+
+    text = str(value)
+    guess = (aliases or {}).get(text.lower())
+    if guess is None:
+        matches = difflib.get_close_matches(text.lower(), [str(c) for c in choices], n=1, cutoff=0.6)
+        guess = matches[0] if matches else None
+    return f" Did you mean {guess!r}?" if guess else ""

@@ -250,7 +250,10 @@ def get_model(name: str) -> ModelSpec:
         except InvalidParameterError:
             pass
     families = ", ".join(f"{f}_w<N> (N in {lo}..{hi})" for f, (lo, hi) in FAMILY_WIDTHS.items())
-    raise UnknownNameError(f"Unknown model {name!r}: choose one of {', '.join(sorted(MODELS))}, or {families}.")
+    from advisor.errors import did_you_mean
+
+    raise UnknownNameError(f"Unknown model {name!r}: choose one of {', '.join(sorted(MODELS))}, or {families}."
+                           + did_you_mean(name, sorted(MODELS)))
 
 
 def layer_shapes(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> Iterator[Shaped]:

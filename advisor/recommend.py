@@ -208,11 +208,11 @@ def recommend(
         # thousands of draws some are over-predicted by chance.
         eligible = p >= np.where(trusted, CONFIDENCE, EXPLORATORY_CONFIDENCE)
         if not eligible.any():
-            eligible = p >= 0.5
-            confidence = 0.5
+            eligible = p >= UNSURE_FLOOR
+            confidence = UNSURE_FLOOR
             unsure = True
             notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; "
-                         f"the choices below meet them with at least 50% (the best: {p.max():.0%}).")
+                         f"the choices below meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%}).")
         if not eligible.any():
             raise ConstraintError(_impossible(constraints, t, a, p))
     else:
@@ -261,6 +261,9 @@ def recommend(
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
 TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
+#: Below :data:`CONFIDENCE` for every candidate, the surest ones down to this probability are shown
+#: with a warning; below it for every candidate, the request is refused as impossible.
+UNSURE_FLOOR = 0.6
 #: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
 EXPLORATORY_CONFIDENCE = 0.9
 #: Models considered when the user names none: the workload's default and every model the table
@@ -372,10 +375,15 @@ def _order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Cons
 def _impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.ndarray) -> str:
     parts = []
     if c.min_accuracy is not None:
-        parts.append(f"the highest predicted accuracy is {a[1].max():.4f}")
+        # The accuracy each candidate reaches with probability UNSURE_FLOOR, from its band.
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(UNSURE_FLOOR)
+        likely = a[1] - z * np.maximum(a[1] - a[0], 0.0) / NormalDist().inv_cdf(0.9)
+        parts.append(f"the highest accuracy predicted with {UNSURE_FLOOR:.0%} probability is {likely.max():.4f}")
     if c.max_time_s is not None:
         parts.append(f"the fastest predicted training time is {t[1].min():.3g} s")
-    return (f"No configuration is at least 50% likely to meet the constraints ({'; '.join(parts)}; "
+    return (f"No configuration is at least {UNSURE_FLOOR:.0%} likely to meet the constraints ({'; '.join(parts)}; "
             f"best probability {p.max():.0%}); relax them.")
 
 

@@ -30,7 +30,7 @@ from advisor._tuning._samplers import SAMPLERS, make_sampler, resolve_sampler
 from advisor._tuning._spec import StudyProgress, StudySpec, StudySummary, check_budget, progress_of, read_spec
 from advisor._tuning._storage import (
     DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S, DEFAULT_STORAGE, mask_url, open_storage,
-    validate_storage_url, validate_study_name,
+    require_existing, validate_storage_url, validate_study_name,
 )
 from advisor._tuning._study import sigterm_as_interrupt, worker_loop
 from advisor._tuning._workers import run_local_workers, split_cores
@@ -46,7 +46,7 @@ __all__ = [
     "StudySummary", "TrialCounts", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "SPEC_ATTR",
     "create_study", "run_study", "run_worker", "list_studies", "load_front", "load_trials", "resolve_sampler",
     "make_sampler", "optimistic_point", "prune_decision", "split_cores", "count_trials",
-    "study_points", "validate_study_name", "validate_storage_url", "mask_url", "resolve_space", "open_storage",
+    "study_points", "validate_study_name", "validate_storage_url", "require_existing", "mask_url", "resolve_space", "open_storage",
 ]
 
 

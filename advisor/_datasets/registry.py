@@ -144,7 +144,10 @@ def refused_knobs(dataset: str) -> frozenset[str]:
 
 def _unknown(name: str) -> UnknownNameError:
     choices = ", ".join(list(_REGISTRY) + ["synthetic:HxWxC (e.g. synthetic:28x28x1)"])
-    return UnknownNameError(f"Unknown dataset {name!r}: choose one of {choices} or give a path to an .npz file.")
+    from advisor.errors import did_you_mean
+
+    return UnknownNameError(f"Unknown dataset {name!r}: choose one of {choices} or give a path to an .npz file."
+                            + did_you_mean(name, list(_REGISTRY), {"fmnist": "fashion-mnist", "cifar": "cifar10"}))
 
 
 def is_npz_path(name: str) -> bool:

@@ -29,7 +29,7 @@ from advisor._recommend._result import Choice, Recommendation
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
-__all__ = ["LoopRun", "LoopResult", "closed_loop", "MIN_CANDIDATES"]
+__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "MIN_CANDIDATES"]
 
 #: Choices taken into the loop besides the obvious default.
 MIN_CANDIDATES = 4
@@ -96,6 +96,29 @@ def _meets(run: LoopRun, rec: Recommendation) -> bool:
             and (c.min_accuracy is None or run.test_accuracy >= c.min_accuracy))
 
 
+def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
+    pool = list(rec.choices[:MIN_CANDIDATES]) + ([rec.baseline] if rec.baseline is not None else [])
+    seen: set[str] = set()
+    cands: list[Choice] = []
+    for c in pool:
+        key = json.dumps(c.config, sort_keys=True, default=str) + c.model
+        if key not in seen:
+            seen.add(key)
+            cands.append(c)
+    per_epoch = {_label(c): max(c.time_s.hi, c.time_s.mid) / max(1, int(c.config["epochs"])) for c in cands}
+    return cands, per_epoch
+
+
+def check_budget(rec: Recommendation, budget_s: float) -> None:
+    """Raise the one-line ConstraintError when ``budget_s`` cannot pay for one trial of the quickest candidate."""
+    _, per_epoch = _candidates(rec)
+    quickest = min(per_epoch.values()) + START_OVERHEAD_S
+    if quickest > budget_s:
+        raise ConstraintError(f"A budget of {budget_s:g} s is too small for one trial: the quickest candidate needs "
+                              f"about {quickest:.0f} s for one epoch (with start-up); give --budget "
+                              f"{math.ceil(quickest * 1.5)}s or more.")
+
+
 def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = None,
                 knowledge_path: str | Path | None = None, workdir: str | Path | None = None,
                 on_progress: Callable[[str], None] | None = None,
@@ -109,20 +132,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     from advisor.records import Workload
 
     path = Path(knowledge_path) if knowledge_path is not None else knowledge.user_knowledge_path()
-    pool = list(rec.choices[:MIN_CANDIDATES]) + ([rec.baseline] if rec.baseline is not None else [])
-    seen: set[str] = set()
-    cands: list[Choice] = []
-    for c in pool:
-        key = json.dumps(c.config, sort_keys=True, default=str) + c.model
-        if key not in seen:
-            seen.add(key)
-            cands.append(c)
-    per_epoch = {_label(c): max(c.time_s.hi, c.time_s.mid) / max(1, int(c.config["epochs"])) for c in cands}
-    quickest = min(per_epoch.values()) + START_OVERHEAD_S
-    if quickest > budget_s:
-        raise ConstraintError(f"A budget of {budget_s:g} s is too small for one trial: the quickest candidate needs "
-                              f"about {quickest:.0f} s for one epoch (with start-up); give --budget "
-                              f"{math.ceil(quickest * 1.5)}s or more.")
+    cands, per_epoch = _candidates(rec)
+    check_budget(rec, budget_s)
     labels = [(_label(c), c.config, c.model) for c in cands]
     key = _key(rec, budget_s, labels)
     state_file = _state_path(path, key)

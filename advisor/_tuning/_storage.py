@@ -105,6 +105,21 @@ def validate_storage_url(url: Any) -> str:
     return url
 
 
+def require_existing(url: str) -> str:
+    """For read-only commands: a SQLite storage must already exist (reading must not create a file).
+
+    Raises:
+        StorageError: When the SQLite file is missing (PostgreSQL URLs are not checked here).
+    """
+    url = validate_storage_url(url)
+    if url.lower().startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path and path != ":memory:" and not Path(path).exists():
+            raise StorageError(f"No storage at {url}: the file {path!r} does not exist (nothing was created); "
+                               "give the file that 'advisor tune --storage' wrote.")
+    return url
+
+
 def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT_S,
                  grace_period: int | None = DEFAULT_GRACE_S) -> Any:
     """Open an Optuna ``RDBStorage`` with heartbeats and retry of stale trials.

@@ -65,6 +65,24 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: usage errors (an unknown option, a value out of range) print one
+    ``error:`` line and exit 1, like every other user error."""
+    import sys
+
+    # Typer ships its own copy of click; its usage errors share one base class with BadParameter.
+    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
-    app()
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as exc:
+        message = " ".join(exc.format_message().split())
+        if not message:  # a bare group command: its help was printed
+            sys.exit(0)
+        hint = f" (see 'advisor {exc.ctx.command_path.partition(' ')[2]} --help')".replace("  ", " ") \
+            if exc.ctx is not None and exc.ctx.command_path else ""
+        print(f"error: {message}{hint}", file=sys.stderr)
+        sys.exit(1)
+    except (typer.Abort, KeyboardInterrupt):
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

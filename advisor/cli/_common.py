@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from advisor._json import json_safe
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, InvalidParameterError
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -42,6 +42,40 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+#: Names users type for a framework, and the name advisor uses.
+FRAMEWORK_ALIASES = {"pytorch": "torch", "tf": "tensorflow", "keras": "tensorflow", "onnx": "onnxruntime",
+                     "ort": "onnxruntime", "caffe2": "onnxruntime", "scikit-learn": "sklearn", "scikit": "sklearn"}
+
+
+def flag_message(exc: Any) -> str:
+    """An invalid value of a config field or a command parameter, in the words of its CLI flag
+    (``--lr must be ...``), with "did you mean" for a misspelt framework or choice."""
+    name, owner = getattr(exc, "parameter", None), getattr(exc, "owner", None)
+    if name is None or owner not in ("Config", "recommend", "tune"):
+        return str(exc)
+    from advisor.errors import did_you_mean
+    from advisor.knobs import FRAMEWORKS, KNOB_NAMES, get_knob
+
+    flag = (get_knob(name).flag if name in KNOB_NAMES else None) or f"--{name.replace('_', '-')}"
+    got = exc.got
+    hint = ""
+    if name in ("framework", "frameworks"):
+        hint = did_you_mean(str(got), FRAMEWORKS, FRAMEWORK_ALIASES)
+    elif name in KNOB_NAMES and get_knob(name).choices:
+        hint = did_you_mean(str(got), [str(c) for c in get_knob(name).choices])
+    return f"{flag} must be {exc.accepted}. Got {got!r} instead.{hint}"
+
+
+def check_data_dir(dataset: str, data_dir: Any) -> None:
+    """Raise the one-line DatasetError when ``data_dir`` lacks ``dataset``'s files (datasets read
+    from files only; digits and synthetic data need none)."""
+    from advisor._datasets.sources import SOURCES
+    from advisor.datasets import find_files
+
+    if dataset in SOURCES:
+        find_files(dataset, data_dir=str(data_dir), download=False)
+
+
 def user_errors(func: F) -> F:
     """Turn an :class:`AdvisorError` (or a bad value) raised by a command into one line and exit 1."""
 
@@ -49,6 +83,8 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except InvalidParameterError as exc:
+            fail(flag_message(exc))
         except AdvisorError as exc:
             fail(str(exc))
         except OSError as exc:  # a full disk, a permission problem: the system's own words, one line

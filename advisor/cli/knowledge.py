@@ -46,6 +46,9 @@ def export_command(
     from advisor import knowledge
 
     try:
+        from advisor.tuning import require_existing
+
+        require_existing(storage)
         count = knowledge.export(storage, studies=study or None, out=out_file)
     except OSError as exc:  # a full disk, a read-only folder: the previous file is left as it was
         _write_failed(out_file, exc)

@@ -77,6 +77,7 @@ def measure_command(
     Example: advisor measure --framework torch --dataset mnist --data-dir ../shared/datasets/mnist --model bn_cnn --optimizer momentum --nesterov --lr 0.2 --schedule onecycle --warmup 0.2 --batch-size 256 --epochs 2 --threads 2
     """
     from advisor import datasets, models
+    from advisor.cli._common import check_data_dir
     from advisor.harness import Limits, run_trial
     from advisor.records import Config, EpochRecord, Workload
 
@@ -89,6 +90,8 @@ def measure_command(
     datasets.check_flip(info, config.augment_flip)
     model_name = model or models.default_model_for(tuple(info.input_shape))
     models.param_count(models.get_model(model_name), tuple(info.input_shape), info.num_classes)
+    if data_dir is not None:  # the files are checked here, before a child is spawned
+        check_data_dir(info.name, data_dir)
     workload = Workload(dataset=dataset, model=model_name, train_samples=train_samples,
                         test_samples=test_samples, data_dir=None if data_dir is None else str(data_dir),
                         seed=config.seed)

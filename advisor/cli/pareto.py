@@ -38,10 +38,10 @@ def pareto_command(
     Example: advisor pareto --study mnist-torch --storage sqlite:///advisor.db --format html --out front.html
     """
     from advisor import pareto
-    from advisor.tuning import load_front, validate_storage_url, validate_study_name
+    from advisor.tuning import load_front, require_existing, validate_study_name
 
     validate_study_name(study)
-    validate_storage_url(storage)
+    require_existing(storage)  # reading never creates a storage file
     # The reference names are checked before the study is read (objectives are known only then).
     reference = pareto.parse_reference(ref, list(pareto.OBJECTIVES))
     front = load_front(study, storage, reference=reference)

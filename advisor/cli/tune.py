@@ -262,7 +262,7 @@ def worker_command(
     from advisor import tuning
 
     tuning.validate_study_name(study)
-    tuning.validate_storage_url(storage)
+    tuning.require_existing(storage)  # a worker joins a study: it must not create an empty storage
     cpu_list = _parse_cores(cores) if cores is not None else None
     _quiet_optuna(verbose)
     progress: Callable[[Any], None] = lambda p: err.print(  # noqa: E731
@@ -301,7 +301,7 @@ def studies_list_command(storage: StorageOption = DEFAULT_STORAGE, as_json: Json
     """
     from advisor import tuning
 
-    infos = tuning.list_studies(storage)
+    infos = tuning.list_studies(tuning.require_existing(storage))
     if as_json:
         print_json([i.to_dict() for i in infos])
         return

@@ -28,7 +28,7 @@ CURVE_OBJECTIVES = frozenset({"train_time_s", "test_accuracy"})
 #: The summed weight of one trial's intermediate readings (its final reading weighs 1).
 CURVE_WEIGHT = 1.0
 #: Intermediate readings kept per trial.
-MAX_READINGS = 8
+MAX_READINGS = 4
 
 _FINAL = "curve_final"
 _WEIGHT = "curve_weight"
