@@ -14,6 +14,8 @@ that any number of workers on any number of machines join with :func:`run_worker
 
 from __future__ import annotations
 
+import warnings
+
 import logging
 import os
 import time
@@ -136,6 +138,10 @@ def create_study(
                 f"Study {study_name!r} already exists with a different {diff}: resume it with the same "
                 f"settings or choose another --study name.")
     study.set_user_attr(SPEC_ATTR, spec.to_dict())
+    # optuna-dashboard (and any Optuna tool) shows these names instead of "Objective 0/1/2".
+    with warnings.catch_warnings():  # experimental in Optuna 3.2+, stable in use since
+        warnings.simplefilter("ignore")
+        study.set_metric_names([f"{n} ({OBJECTIVES[n].unit})" if OBJECTIVES[n].unit else n for n in names])
     for params in warm_start_params or ():
         if _fits(the_space, params):
             study.enqueue_trial(dict(params), skip_if_exists=True)

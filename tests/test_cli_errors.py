@@ -50,3 +50,11 @@ def test_bad_input_is_one_error_line_and_exit_1(command: str, needle: str, tmp_p
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a bad input must not create files"
+
+
+def test_optuna_conventions_storage_variable_and_study_name(tmp_path: Path) -> None:
+    """ADVISOR_STORAGE stands in for --storage and --study-name for --study (as in Optuna's CLI)."""
+    env = dict(os.environ, ADVISOR_HOME=str(tmp_path / "home"), ADVISOR_STORAGE="sqlite:///from-env.db")
+    done = subprocess.run([sys.executable, "-m", "advisor", "pareto", "--study-name", "x"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "No storage at sqlite:///from-env.db" in done.stderr, done.stderr

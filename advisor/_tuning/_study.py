@@ -6,6 +6,8 @@ The study's records live in :mod:`advisor._tuning._spec`, and riding out a stora
 
 from __future__ import annotations
 
+import datetime as _dt
+
 import contextlib
 import functools
 import logging
@@ -197,7 +199,8 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
                 return True
 
         granted = list(cores)[: config.threads] if cores else None
-        trial.set_user_attr("advisor.started", time.time())  # the trial's process is being spawned
+        # The trial's process is being spawned; an ISO time reads well in optuna-dashboard.
+        trial.set_user_attr("advisor.started", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         try:
             with _interruptible():
                 result = run_trial(spec.workload, config, limits=limits, cores=granted, workdir=workdir,
@@ -206,7 +209,8 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
             trial.set_user_attr(STATUS_ATTR, "failed")
             trial.set_user_attr(ERROR_ATTR, "interrupted: the study was stopped during this trial")
             raise
-        record = {RESULT_ATTR: json_safe(result.to_dict()), STATUS_ATTR: result.status}
+        record = {RESULT_ATTR: json_safe(result.to_dict()), STATUS_ATTR: result.status,
+                  **{f"advisor.{k}": v for k, v in outcome_attrs(result).items()}}
         if result.error:
             record[ERROR_ATTR] = str(result.error)[:2000]
         for key, value in record.items():  # the measurement is done: keep it through a restart
@@ -229,6 +233,15 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
         return values
 
     return objective
+
+
+def outcome_attrs(result: Any) -> dict[str, Any]:
+    """The key outcomes of a trial as separate, short user attributes (the full record stays in
+    ``advisor.result``): what a dashboard shows per trial without unfolding one long JSON."""
+    return {"framework": result.config.framework, "train_time_s": result.train_time_s,
+            "test_accuracy": result.test_accuracy, "peak_memory_mib": result.peak_memory_mb,
+            "epochs": result.epochs_completed, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                timespec="seconds")}
 
 
 def worker_loop(

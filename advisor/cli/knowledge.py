@@ -33,10 +33,12 @@ def _write_failed(path: Path, exc: OSError) -> NoReturn:
 @knowledge_app.command("export")
 @user_errors
 def export_command(
-    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL (sqlite:///x.db, postgresql://...).")],
+    storage: Annotated[str, typer.Option("--storage", envvar="ADVISOR_STORAGE",
+                                         help="Optuna storage URL (sqlite:///x.db, postgresql://...); "
+                                              "default $ADVISOR_STORAGE.")],
     out_file: Annotated[Path, typer.Option("--out", help="Table to write (.csv.gz), replaced atomically.")],
     study: Annotated[Optional[List[str]], typer.Option(
-        "--study", help="Study to export; repeat for several. Default: every study in the storage.")] = None,
+        "--study", "--study-name", help="Study to export; repeat for several. Default: every study in the storage.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Export every trial that carries an advisor result (failed and pruned ones too).

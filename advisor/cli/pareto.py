@@ -13,7 +13,7 @@ import typer
 from advisor.cli import app
 from advisor.cli._common import err, fail, out, user_errors
 from advisor.errors import AdvisorError
-from advisor.cli.tune import DEFAULT_STORAGE, print_front
+from advisor.cli.tune import DEFAULT_STORAGE, StorageOption, print_front
 
 
 class Format(str, Enum):
@@ -27,8 +27,8 @@ class Format(str, Enum):
 @app.command("pareto")
 @user_errors
 def pareto_command(
-    study: Annotated[str, typer.Option("--study", help="The study whose front to show.")],
-    storage: Annotated[str, typer.Option("--storage", help="Storage URL: sqlite:///FILE or postgresql://user@host/db.")] = DEFAULT_STORAGE,
+    study: Annotated[str, typer.Option("--study", "--study-name", help="The study whose front to show.")],
+    storage: StorageOption = DEFAULT_STORAGE,
     fmt: Annotated[Format, typer.Option("--format", help="table (stdout), csv or json (stdout or --out), html or png (a file).")] = Format.table,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Write to this file (atomically). html/png default to pareto-<study>.<format>.")] = None,
     ref: Annotated[Optional[str], typer.Option("--ref", help="Hypervolume reference, e.g. time=600,accuracy=0,memory=4096; default: 1.1 x worst time and memory, accuracy 0.")] = None,

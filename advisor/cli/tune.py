@@ -37,7 +37,9 @@ class SamplerName(str, Enum):
     random = "random"
 
 
-StorageOption = Annotated[str, typer.Option("--storage", help="Storage URL: sqlite:///FILE or postgresql://user@host/db.")]
+StorageOption = Annotated[str, typer.Option("--storage", envvar="ADVISOR_STORAGE",
+                                            help="Storage URL: sqlite:///FILE or postgresql://user@host/db "
+                                                 "(default: $ADVISOR_STORAGE, else sqlite:///advisor.db).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 
@@ -145,6 +147,12 @@ def _report(summary: "StudySummary", as_json: bool) -> None:
         out.print(f"{c.finished}/{summary.n_trials} trials finished (ok {c.complete}, pruned {c.pruned}, "
                   f"failed {c.failed}, retried {c.retried}) with {summary.sampler} in {summary.elapsed_s:.0f} s; "
                   f"storage {summary.storage}", highlight=False)
+        import shlex
+
+        out.print("next: " + shlex.join(["advisor", "pareto", "--study", summary.study, "--storage", summary.storage,
+                                         "--format", "html", "--out", f"{summary.study}-front.html"]), highlight=False)
+        out.print("      " + shlex.join(["optuna-dashboard", summary.storage]) + "   (browse the study)",
+                  highlight=False)
     for note in summary.notes:
         err.print(f"warning: {note}", highlight=False)
     if summary.interrupted:
@@ -180,7 +188,7 @@ def tune_command(
     trials: Annotated[int, typer.Option("--trials", min=1, help="Finished trials the study should have (existing ones count).")] = 20,
     sampler: Annotated[SamplerName, typer.Option(help="Sampler; auto = nsga2 for 3 objectives and >= 200 trials, else tpe.")] = SamplerName.tpe,
     storage: StorageOption = DEFAULT_STORAGE,
-    study: Annotated[Optional[str], typer.Option("--study", help="Study name; an existing study with the same settings is resumed. Default: <framework>-<dataset>-<model>-<target>.")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", "--study-name", help="Study name; an existing study with the same settings is resumed. Default: <framework>-<dataset>-<model>-<target>.")] = None,
     space: Annotated[Optional[str], typer.Option("--space", help="A built-in space name or a YAML file instead of <framework>-<target>.")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.001, help="Seconds after which no new trial starts.")] = None,
     trial_timeout: Annotated[Optional[float], typer.Option("--trial-timeout", min=0.001, help="Wall-time limit of one trial in seconds (status timeout).")] = None,
@@ -247,7 +255,7 @@ def tune_command(
 @app.command("worker")
 @user_errors
 def worker_command(
-    study: Annotated[str, typer.Option("--study", help="The study to join (created by advisor tune).")],
+    study: Annotated[str, typer.Option("--study", "--study-name", help="The study to join (created by advisor tune).")],
     storage: StorageOption = DEFAULT_STORAGE,
     cores: Annotated[Optional[str], typer.Option("--cores", help="CPUs for this worker, e.g. 0-3 or 0,2,4; default: all allowed.")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.001, help="Seconds after which no new trial starts.")] = None,
