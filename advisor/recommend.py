@@ -146,7 +146,14 @@ def recommend(
             raise invalid_parameter("frameworks", "recommend", f"names from {', '.join(FRAMEWORKS)}", fw)
     workload = describe_workload(dataset, model=model, train_samples=train_samples)
     target = resolve_target(device_kind, gpu_model=gpu_model, cores=cores, profile=profile)
+    device = None
+    if target.device_kind == "gpu":
+        from advisor.devices import get_accelerator
+
+        device = get_accelerator(target.gpu_model)  # an unknown name fails here, in one line
     kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
+    if device is not None and any(k == "gpu" and s == "ok" for k, s in zip(kb["device_kind"], kb["status"])):
+        device = None  # measured GPU trials exist: the surrogate knows GPUs
 
     from advisor.datasets import refused_knobs
     from advisor.hardware import cpu_bf16_support
@@ -184,6 +191,15 @@ def recommend(
     m = [m_band.lo.copy(), m_band.mid.copy(), m_band.hi.copy()]
     if reasons:
         (t[0], t[2]), (a[0], a[2]), (m[0], m[2]) = widen(t_band, True), widen(a_band, False), widen(m_band, True)
+    fits = np.ones(len(cands), dtype=bool)
+    if device is not None:  # no GPU trial in the table: physics for time and memory, the CPU's accuracy model
+        (t, m, fits), line = _device_figures(device, cands, workload)
+        reasons.append(line)
+        acc = surrogate.predict_matrix(_encode([_on_cpu(c) for c in cands], workload,
+                                               Target("cpu", 1, hardware_id="", gemm_gflops={}), surrogate))
+        band = acc["test_accuracy"]
+        a = [band.lo.copy(), band.mid.copy(), band.hi.copy()]
+        a[0], a[2] = widen(band, False)
     is_measured = np.array([c.measured is not None for c in cands])
     for i in np.flatnonzero(is_measured):
         got = cands[i].measured
@@ -217,6 +233,10 @@ def recommend(
             raise ConstraintError(_impossible(constraints, t, a, p))
     else:
         eligible = np.ones(len(cands), dtype=bool)
+    eligible &= fits
+    if not eligible.any():
+        raise ConstraintError(f"No configuration fits the {device.memory_gib:g} GiB of {device.name}."
+                              if device is not None else "No configuration meets the constraints.")
     if unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
         idx = np.flatnonzero(eligible)
         surest = p[idx] - np.where(trusted[idx], 0.0, EXPLORATORY_CONFIDENCE - CONFIDENCE)
@@ -269,6 +289,55 @@ EXPLORATORY_CONFIDENCE = 0.9
 #: Models considered when the user names none: the workload's default and every model the table
 #: holds at least this many completed trials of.
 MODEL_MIN_TRIALS = 20
+
+
+def _on_cpu(c: Candidate) -> Candidate:
+    """The same training run on a CPU: accuracy does not depend on the device at equal config."""
+    from dataclasses import replace
+
+    from advisor.records import Config
+
+    cfg = {**c.config.to_dict(), "device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
+    return replace(c, config=Config.from_dict(cfg), measured=None)
+
+
+def _device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
+                    ) -> tuple[tuple[list[np.ndarray], list[np.ndarray], np.ndarray], str]:
+    """Time and memory bands from :mod:`advisor.devices` (roofline ... expected ... 3x expected,
+    capped at the roofline's :data:`~advisor.devices.MAX_SLOWDOWN`), and which candidates fit."""
+    import math
+
+    from advisor import devices
+    from advisor import models as registry
+
+    n = len(cands)
+    t = [np.zeros(n), np.zeros(n), np.zeros(n)]
+    m = [np.zeros(n), np.zeros(n), np.zeros(n)]
+    fits = np.ones(n, dtype=bool)
+    shape = workload.input_shape
+    facts: dict[str, tuple[float, int, float, int]] = {}
+    for i, c in enumerate(cands):
+        name = c.model or workload.model
+        if name not in facts:
+            spec = registry.get_model(name)
+            facts[name] = (registry.training_flops_per_sample(spec, shape, workload.num_classes),
+                           registry.param_count(spec, shape, workload.num_classes),
+                           float(registry.activation_count(spec, shape, workload.num_classes)),
+                           sum(1 for layer in registry.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")))
+        flops, params, acts, layers = facts[name]
+        step = devices.estimate_step(device=device, config=c.config, flops_per_sample=flops, params=params,
+                                     activations_per_sample=acts, layers=layers, sample_bytes=4 * math.prod(shape))
+        steps = math.ceil(workload.train_samples / c.config.batch_size) * c.config.epochs
+        t[0][i], t[1][i] = steps * step.roofline_s, steps * step.expected_s
+        t[2][i] = min(3 * t[1][i], devices.MAX_SLOWDOWN * t[0][i])
+        m[0][i], m[1][i], m[2][i] = 0.8 * step.memory_mib, step.memory_mib, 1.25 * step.memory_mib
+        fits[i] = step.memory_mib <= device.memory_gib * 1024
+    line = (f"time and memory come from the device model of the {device.name} ({device.fp32_tflops:g} TFLOP/s FP32, "
+            f"{device.bf16_tflops or device.fp16_tflops or device.fp32_tflops:g} at 16 bits, {device.bandwidth_gbs:g} GB/s, "
+            f"{device.memory_gib:g} GiB; --gpu-model to change): the band runs from the roofline to "
+            f"{devices.MAX_SLOWDOWN:g}x it; accuracy from the CPU trials' model (the same run trains to the same "
+            "accuracy on any device)")
+    return (t, m, fits), line
 
 
 def _space_names() -> set[str]:
