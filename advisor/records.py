@@ -155,6 +155,10 @@ class Config(_JsonRecord):
             if getattr(self, name) and not self.is_cuda:
                 raise invalid_parameter(name, f"{o} (device {self.device!r})", "false on the CPU (CUDA only)",
                                         True)
+        if self.compile and self.onednn is False and not self.is_cuda:
+            # torch.compile's CPU convolution kernels assume oneDNN's layouts: with oneDNN off the
+            # compiled graph fails its own stride checks (seen on torch 2.13, lenet5 on digits).
+            raise invalid_parameter("compile", f"{o} (onednn off)", "false unless onednn is on (CPU)", True)
         if self.bfloat16 and self.mixed_precision:
             raise invalid_parameter("bfloat16", o, "false when mixed_precision (float16) is on", True)
         if self.optimizer not in fw.optimizers:
