@@ -318,14 +318,17 @@ def test_sigterm_keeps_finished_trials_and_the_study_resumes(tmp_path: Path) -> 
     assert "run the same command to resume" in stderr
     trials = optuna.load_study(study_name="stop", storage=db).get_trials(deepcopy=False)
     assert trials[-1].state.name == "FAIL" and "interrupted" in trials[-1].user_attrs["advisor.error"]
+    assert trials[-1].user_attrs["advisor.status"] == "interrupted"
     assert all(t.state.name != "RUNNING" for t in trials)
-    kept = len(trials)
-    assert kept >= 2 and sum(t.state.name == "COMPLETE" for t in trials) >= 1
+    interrupted = sum(t.user_attrs.get("advisor.status") == "interrupted" for t in trials)
+    kept = len(trials) - interrupted  # an interrupted trial is kept for the record but not counted
+    assert kept >= 1 and sum(t.state.name == "COMPLETE" for t in trials) >= 1
     # resume: the same study counts what it has, and runs only the missing trials
     resumed = _advisor(*base, "--trials", str(kept + 1), "--json")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert json.loads(resumed.stdout)["counts"]["finished"] == kept + 1
-    assert len(optuna.load_study(study_name="stop", storage=db).trials) == kept + 1
+    counts = json.loads(resumed.stdout)["counts"]
+    assert counts["finished"] == kept + 1 and counts["interrupted"] == interrupted
+    assert len(optuna.load_study(study_name="stop", storage=db).trials) == kept + 1 + interrupted
 
 
 def test_an_interrupt_during_a_storage_write_in_a_trial_is_raised_after_the_write() -> None:

@@ -34,7 +34,8 @@ class TrialCounts:
     """Trials of a study by state, counted the way the trial budget counts them.
 
     ``finished`` is complete + pruned + failed, except failed trials that were retried (a worker
-    died mid-trial; its retry stands in for it). ``retried`` counts those superseded trials.
+    died mid-trial; its retry stands in for it) and trials interrupted by a stop of the study
+    (status ``interrupted``): ``retried`` and ``interrupted`` count those, apart.
     """
 
     finished: int = 0
@@ -44,6 +45,8 @@ class TrialCounts:
     running: int = 0
     waiting: int = 0
     retried: int = 0
+    #: Failed because the study was stopped while they ran: kept for the record, not counted.
+    interrupted: int = 0
 
 
 def count_trials(trials: Sequence[Any]) -> TrialCounts:
@@ -51,10 +54,13 @@ def count_trials(trials: Sequence[Any]) -> TrialCounts:
     from optuna.trial import TrialState
 
     superseded = {n for t in trials for n in t.system_attrs.get("retry_history", [])}
-    by: dict[str, int] = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "retried": 0}
+    by: dict[str, int] = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "retried": 0,
+                          "interrupted": 0}
     for t in trials:
         if t.state == TrialState.FAIL and t.number in superseded:
             by["retried"] += 1
+        elif t.state == TrialState.FAIL and t.user_attrs.get("advisor.status") == "interrupted":
+            by["interrupted"] += 1
         elif t.state == TrialState.COMPLETE:
             by["complete"] += 1
         elif t.state == TrialState.PRUNED:

@@ -206,7 +206,7 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
                 result = run_trial(spec.workload, config, limits=limits, cores=granted, workdir=workdir,
                                    study=trial.study.study_name, trial_number=trial.number, on_epoch=on_epoch)
         except KeyboardInterrupt:
-            trial.set_user_attr(STATUS_ATTR, "failed")
+            trial.set_user_attr(STATUS_ATTR, "interrupted")  # recorded, not counted against --trials
             trial.set_user_attr(ERROR_ATTR, "interrupted: the study was stopped during this trial")
             raise
         record = {RESULT_ATTR: json_safe(result.to_dict()), STATUS_ATTR: result.status,

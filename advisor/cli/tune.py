@@ -145,7 +145,8 @@ def _report(summary: "StudySummary", as_json: bool) -> None:
             f"Pareto front of {summary.study}: {len(summary.front.points)} points, hypervolume "
             f"{summary.front.hypervolume:.4f}"))
         out.print(f"{c.finished}/{summary.n_trials} trials finished (ok {c.complete}, pruned {c.pruned}, "
-                  f"failed {c.failed}, retried {c.retried}) with {summary.sampler} in {summary.elapsed_s:.0f} s; "
+                  f"failed {c.failed}, retried {c.retried}, interrupted {c.interrupted}) with {summary.sampler} in "
+                  f"{summary.elapsed_s:.0f} s; "
                   f"storage {summary.storage}", highlight=False)
         import shlex
 
