@@ -169,3 +169,11 @@ def test_exports_are_written_and_readable(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.rglob(".*")]  # no temporary file left behind
     with pytest.raises(InvalidParameterError, match="'format' parameter"):
         export_front(front, "xlsx", tmp_path / "f.xlsx")
+
+
+def test_chance_level_points_are_flagged() -> None:
+    from advisor._pareto._front import CHANCE_MARGIN, is_chance_level
+
+    assert is_chance_level(0.1, 10) and is_chance_level(0.1 + CHANCE_MARGIN, 10)
+    assert not is_chance_level(0.2, 10) and not is_chance_level(0.6, 2) and is_chance_level(0.52, 2)
+    assert not is_chance_level(None, 10) and not is_chance_level(0.1, None)

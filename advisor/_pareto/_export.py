@@ -30,11 +30,11 @@ def front_to_csv(front: ParetoFront) -> str:
     param_names = sorted({k for p in front.points for k in p.params})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["trial_number", *front.objectives, "framework", "status", "hardware_id",
+    writer.writerow(["trial_number", *front.objectives, "framework", "status", "chance_level", "hardware_id",
                      "dataset_fingerprint", *param_names])
     for p in front.points:
         writer.writerow([p.trial_number, *(p.values[n] for n in front.objectives), p.framework,
-                         p.status, p.hardware_id, p.dataset_fingerprint,
+                         p.status, p.chance_level, p.hardware_id, p.dataset_fingerprint,
                          *(p.params.get(k, "") for k in param_names)])
     return buf.getvalue()
 

@@ -114,6 +114,18 @@ def _scale(objectives: Sequence[str], ref: Mapping[str, float]) -> list[float]:
 # ------------------------------------------------------------------------------------- fronts
 
 
+#: A point whose accuracy is at most this far above 1 / classes is flagged as chance level.
+CHANCE_MARGIN = 0.05
+
+
+def is_chance_level(accuracy: Any, num_classes: Any) -> bool:
+    """Whether ``accuracy`` is no better than guessing among ``num_classes`` (within :data:`CHANCE_MARGIN`)."""
+    try:
+        return float(accuracy) <= 1.0 / int(num_classes) + CHANCE_MARGIN
+    except (TypeError, ValueError, ZeroDivisionError):
+        return False
+
+
 @dataclass(frozen=True)
 class TrialPoint:
     """One finished trial as the front sees it.
@@ -137,6 +149,9 @@ class TrialPoint:
     hardware_id: str = ""
     dataset_fingerprint: str = ""
     feasible: bool = True
+    #: Test accuracy within :data:`CHANCE_MARGIN` of guessing (1 / classes): a "fast" point that
+    #: learnt nothing, kept on the front because it is fastest, but flagged.
+    chance_level: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +163,7 @@ class TrialPoint:
             "hardware_id": self.hardware_id,
             "dataset_fingerprint": self.dataset_fingerprint,
             "feasible": self.feasible,
+            "chance_level": self.chance_level,
         }
 
 

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from advisor._json import json_safe
 from advisor.pareto import OBJECTIVES, ParetoFront, TrialPoint, compute_front
+from advisor._pareto._front import is_chance_level
 
 __all__ = ["SPEC_ATTR", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "TrialCounts", "StudyInfo",
            "count_trials", "study_points", "json_safe"]
@@ -93,6 +94,7 @@ def study_points(trials: Sequence[Any], objectives: Sequence[str]) -> list[Trial
             hardware_id=str(result.get("hardware_id", "")),
             dataset_fingerprint=str(result.get("dataset_fingerprint", "")),
             feasible=all(v <= 0.0 for v in t.constraints.values()),
+            chance_level=is_chance_level(result.get("test_accuracy"), result.get("num_classes")),
         ))
     return points
 

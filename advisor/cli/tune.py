@@ -115,7 +115,8 @@ def front_table(front: Any, *, title: str) -> Table:
     table.add_column("params")
     for p in front.points:
         params = ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in p.params.items())
-        table.add_row(str(p.trial_number), p.framework, *(_fmt(p.values[n]) for n in front.objectives), params)
+        table.add_row(str(p.trial_number) + (" (chance)" if p.chance_level else ""), p.framework,
+                      *(_fmt(p.values[n]) for n in front.objectives), params)
     return table
 
 
@@ -132,7 +133,8 @@ def print_front(front: Any, *, title: str) -> None:
         values = ", ".join(f"{n} {_fmt(p.values[n])}" + (f" {OBJECTIVES[n].unit}" if OBJECTIVES[n].unit else "")
                            for n in front.objectives)
         params = " ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in p.params.items())
-        out.print(f"trial {p.trial_number} ({p.framework}): {values}", highlight=False)
+        flag = " CHANCE LEVEL (learnt nothing)" if p.chance_level else ""
+        out.print(f"trial {p.trial_number} ({p.framework}): {values}{flag}", highlight=False)
         out.print(f"    {params}", highlight=False)
 
 
