@@ -244,6 +244,16 @@ def recommend(
     else:
         order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top)
     baseline_idx = [i for i in order if cands[i].source == "default"]
+    if baseline_idx and order and cands[order[0]].source not in ("measured", "default"):
+        # Never worse than the obvious default unless the evidence says so: an unmeasured pick
+        # replaces it only when it is likely to be better on what the question asks.
+        b, i = baseline_idx[0], order[0]
+        by_time = (constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer in ("fast", "lean")
+        chance = _p_better(t, i, b, log=True, lower=True) if by_time else _p_better(a, i, b, log=False, lower=False)
+        if chance < SWITCH_CONFIDENCE:
+            order = [b] + [j for j in order if j != b]
+            how += (f"; the obvious default kept first: the best alternative is only {chance:.0%} likely to "
+                    f"{'be faster' if by_time else 'be more accurate'} (needs {SWITCH_CONFIDENCE:.0%})")
     if not baseline_idx:  # the default meets no constraint: show it where it comes closest
         defaults = np.array([c.source == "default" for c in cands])
         pool = np.flatnonzero(defaults)
@@ -284,6 +294,8 @@ TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
 #: Below :data:`CONFIDENCE` for every candidate, the surest ones down to this probability are shown
 #: with a warning; below it for every candidate, the request is refused as impossible.
 UNSURE_FLOOR = 0.6
+#: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
+SWITCH_CONFIDENCE = 0.8
 #: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
 EXPLORATORY_CONFIDENCE = 0.9
 #: Models considered when the user names none: the workload's default and every model the table
@@ -338,6 +350,19 @@ def _device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
             f"{devices.MAX_SLOWDOWN:g}x it; accuracy from the CPU trials' model (the same run trains to the same "
             "accuracy on any device)")
     return (t, m, fits), line
+
+
+def _p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool) -> float:
+    """P(candidate ``i`` beats ``b``) on one figure, each normal (log-normal for time) with its band's
+    spread, taken as independent: lower is better for time, higher for accuracy."""
+    from statistics import NormalDist
+
+    z90 = NormalDist().inv_cdf(0.9)
+    f = np.log if log else (lambda v: v)
+    lo, mid, hi = (f(np.maximum(band[k][[i, b]], 1e-12)) if log else band[k][[i, b]] for k in range(3))
+    sd = np.maximum((hi - lo) / (2 * z90), 1e-9)
+    diff = (mid[1] - mid[0]) if lower else (mid[0] - mid[1])
+    return float(NormalDist().cdf(diff / float(np.sqrt(np.sum(sd ** 2)))))
 
 
 def _space_names() -> set[str]:
