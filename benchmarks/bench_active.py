@@ -47,8 +47,18 @@ def arm_trials(storage: str) -> dict[str, list[dict[str, Any]]]:
             arm = params.get("strategy")
             if result and arm in out:
                 out[arm].append(result)
+    from advisor import knowledge
+    from advisor.errors import KnowledgeBaseError
+
     for arm in out:
-        out[arm].sort(key=lambda r: r.get("started_at") or "")
+        readable = []
+        for r in out[arm]:
+            try:
+                knowledge.row_from_result(r)
+            except KnowledgeBaseError:  # a config today's validation refuses (compile with oneDNN off)
+                continue
+            readable.append(r)
+        out[arm] = sorted(readable, key=lambda r: r.get("started_at") or "")
     return out
 
 
@@ -65,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     from advisor import surrogate as sg
     from advisor.surrogate.evaluate import spearman
 
-    base = knowledge.read(sg.shipped_table())
     trials = arm_trials(args.storage)
+    collected = {r["trial_id"] for rs in trials.values() for r in rs}
+    shipped = knowledge.read(sg.shipped_table())
+    base = shipped.where([t not in collected for t in shipped["trial_id"]])  # the table the collector started from
     profile = hardware.load_cached()
     rng = np.random.default_rng(args.seed)
     judged = tuple([args.dataset] if args.dataset else FULL_SIZE)
@@ -80,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     for arm, rs in trials.items():
         pool = [r["trial_id"] for r in rs if is_test_candidate(r)]
         test_ids |= set(rng.choice(pool, size=len(pool) // 3, replace=False).tolist()) if pool else set()
-    base_ids = set(base["trial_id"])
     test_rows = [knowledge.row_from_result(r, profile) for rs in trials.values() for r in rs
-                 if r["trial_id"] in test_ids and r["trial_id"] not in base_ids]
+                 if r["trial_id"] in test_ids]
     if len(test_rows) < 5:
         print("fewer than 5 test trials: collect more first")
         return 1
