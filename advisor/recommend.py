@@ -21,6 +21,7 @@ This module wires the steps together; each lives in a private module of ``adviso
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -177,7 +178,10 @@ def recommend(
     cands = _unique(cands)
 
     x = _encode(cands, workload, target, surrogate)
-    pred = surrogate.predict_matrix(x)
+    # With the device model, time and memory come from physics and accuracy from the same runs on
+    # a CPU (accuracy does not depend on the device at equal config): one prediction either way.
+    pred = surrogate.predict_matrix(x if device is None else _encode(
+        cands, workload, Target("cpu", 1, hardware_id="", gemm_gflops={}), surrogate, overrides=CPU_VIEW))
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
     reasons = extrapolation(kb, workload, target)
     known = surrogate.meta.get("workloads")
@@ -195,11 +199,6 @@ def recommend(
     if device is not None:  # no GPU trial in the table: physics for time and memory, the CPU's accuracy model
         (t, m, fits), line = _device_figures(device, cands, workload)
         reasons.append(line)
-        acc = surrogate.predict_matrix(_encode([_on_cpu(c) for c in cands], workload,
-                                               Target("cpu", 1, hardware_id="", gemm_gflops={}), surrogate))
-        band = acc["test_accuracy"]
-        a = [band.lo.copy(), band.mid.copy(), band.hi.copy()]
-        a[0], a[2] = widen(band, False)
     is_measured = np.array([c.measured is not None for c in cands])
     for i in np.flatnonzero(is_measured):
         got = cands[i].measured
@@ -303,14 +302,8 @@ EXPLORATORY_CONFIDENCE = 0.9
 MODEL_MIN_TRIALS = 20
 
 
-def _on_cpu(c: Candidate) -> Candidate:
-    """The same training run on a CPU: accuracy does not depend on the device at equal config."""
-    from dataclasses import replace
-
-    from advisor.records import Config
-
-    cfg = {**c.config.to_dict(), "device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
-    return replace(c, config=Config.from_dict(cfg), measured=None)
+#: The same training run on a CPU: what the accuracy model of CPU trials is asked about a GPU run.
+CPU_VIEW = {"device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
 
 
 def _device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
@@ -365,10 +358,11 @@ def _p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool)
     return float(NormalDist().cdf(diff / float(np.sqrt(np.sum(sd ** 2)))))
 
 
-def _space_names() -> set[str]:
+@functools.lru_cache(maxsize=1)
+def _space_names() -> frozenset[str]:
     from advisor import space as spaces
 
-    return set(spaces.list_spaces())
+    return frozenset(spaces.list_spaces())
 
 
 def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
@@ -431,7 +425,8 @@ def _unique(cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any) -> np.ndarray:
+def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any,
+            overrides: dict[str, Any] | None = None) -> np.ndarray:
     from advisor.surrogate.features import encode
 
     x = np.empty((len(cands), len(surrogate.schema.features)))
@@ -445,7 +440,7 @@ def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surr
             from dataclasses import replace
 
             info = replace(info, landmark=workload.landmark)
-        x[idx] = encode(columns([cands[i] for i in idx], info, target), surrogate.schema)
+        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides), surrogate.schema)
     return x
 
 

@@ -80,10 +80,12 @@ def candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str]
     return out
 
 
-def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target) -> dict[str, list[Any]]:
-    """Candidates as knowledge-base columns, so the surrogate sees them as it saw its trials."""
+def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target,
+            overrides: dict[str, Any] | None = None) -> dict[str, list[Any]]:
+    """Candidates as knowledge-base columns, so the surrogate sees them as it saw its trials
+    (``overrides``: config fields replaced in every row, e.g. the same runs on a CPU)."""
     n = len(cands)
-    cfgs = [c.config.to_dict() for c in cands]
+    cfgs = [{**c.config.to_dict(), **(overrides or {})} for c in cands]
     cols: dict[str, list[Any]] = {f"cfg_{k}": [c[k] for c in cfgs] for k in cfgs[0] if k != "framework"} if n else {}
     gemm = dict(target.gemm_gflops)
     best = max(gemm.values()) if gemm else None
