@@ -243,11 +243,11 @@ def recommend(
     else:
         order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top)
     baseline_idx = [i for i in order if cands[i].source == "default"]
-    if baseline_idx and order and cands[order[0]].source not in ("measured", "default"):
+    if baseline_idx and order and cands[order[0]].source not in ("measured", "default") and prefer != "lean":
         # Never worse than the obvious default unless the evidence says so: an unmeasured pick
         # replaces it only when it is likely to be better on what the question asks.
         b, i = baseline_idx[0], order[0]
-        by_time = (constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer in ("fast", "lean")
+        by_time = (constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast"
         chance = _p_better(t, i, b, log=True, lower=True) if by_time else _p_better(a, i, b, log=False, lower=False)
         if chance < SWITCH_CONFIDENCE:
             order = [b] + [j for j in order if j != b]

@@ -88,7 +88,7 @@ def test_recommend_constraints_from_the_command_line(shipped: tuple[Path, Path])
     (["--dataset", "imagenet"], "Unknown dataset 'imagenet'"),
     (["--dataset", "mnist", "--max-memory", "lots"], "'--max-memory' option must be a positive number"),
     (["--dataset", "mnist", "--min-accuracy", "1.5"], "'--min-accuracy' option must be a fraction"),
-    (["--dataset", "mnist", "--frameworks", "caffe"], "'frameworks' parameter of recommend"),
+    (["--dataset", "mnist", "--frameworks", "caffe"], "--frameworks must be names from"),
     (["--dataset", "mnist", "--max-time", "0.0001s"], "--max-time 0.0001s"),
 ])
 def test_recommend_bad_input_is_one_line(shipped: tuple[Path, Path], args: list[str], expected: str) -> None:
