@@ -97,7 +97,7 @@ def invalid_parameter(name: str, owner: str, accepted: str, got: Any) -> Invalid
     exc = InvalidParameterError(
         f"The {name!r} parameter of {owner} must be {accepted}. Got {got!r} instead."
     )
-    exc.parameter, exc.owner, exc.accepted, exc.got = name, owner, accepted, got
+    exc.parameter, exc.owner, exc.accepted, exc.got = name, owner, accepted, got  # type: ignore[attr-defined]
     return exc
 
 

@@ -246,11 +246,12 @@ def recommend(
     if baseline_idx and order and cands[order[0]].source not in ("measured", "default") and prefer != "lean":
         # Never worse than the obvious default unless the evidence says so: an unmeasured pick
         # replaces it only when it is likely to be better on what the question asks.
-        b, i = baseline_idx[0], order[0]
+        keep, first = int(baseline_idx[0]), int(order[0])
         by_time = (constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast"
-        chance = _p_better(t, i, b, log=True, lower=True) if by_time else _p_better(a, i, b, log=False, lower=False)
+        chance = (_p_better(t, first, keep, log=True, lower=True) if by_time
+                  else _p_better(a, first, keep, log=False, lower=False))
         if chance < SWITCH_CONFIDENCE:
-            order = [b] + [j for j in order if j != b]
+            order = [keep] + [j for j in order if j != keep]
             how += (f"; the obvious default kept first: the best alternative is only {chance:.0%} likely to "
                     f"{'be faster' if by_time else 'be more accurate'} (needs {SWITCH_CONFIDENCE:.0%})")
     if not baseline_idx:  # the default meets no constraint: show it where it comes closest
@@ -393,8 +394,8 @@ def _portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInf
     device = "cuda" if target.device_kind == "gpu" else "cpu"
     out = []
     for recipe in portfolio:
-        fw = recipe.get("framework")
-        mdl = workload.model if model_given else recipe["model"]
+        fw = str(recipe.get("framework"))
+        mdl = workload.model if model_given else str(recipe["model"])
         if fw not in frameworks or mdl not in models:
             continue
         params = {k.name: recipe[k.name] for k in KNOBS if k.name in recipe and k.name not in exclude

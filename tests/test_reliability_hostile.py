@@ -421,7 +421,7 @@ def test_shell_metacharacters_in_storage_urls_run_nothing(tmp_path: Path, payloa
     one_line_error(advisor("pareto", "--study", "s", "--storage", f"postgresql://u@127.0.0.1:1/db {evil}",
                            cwd=tmp_path), "Cannot open storage")
     one_line_error(advisor("worker", "--study", evil, "--storage", f"sqlite:///{tmp_path}/y.db", cwd=tmp_path),
-                   "No study named")
+                   "No storage at")
     assert not marker.exists()
 
 

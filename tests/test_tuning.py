@@ -157,14 +157,22 @@ def test_cli_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
         (["tune", "--storage", "oracle://db"], "'storage' parameter"),
         (["tune", "--framework", "caffe", "--storage", db], "'--framework' parameter"),
         (["tune", "--memory-cap", "lots", "--storage", db], "a size such as 512MB"),
-        (["pareto", "--study", "nope", "--storage", db], "No study named 'nope'"),
-        (["worker", "--study", "nope", "--storage", db], "No study named 'nope'"),
+        # Read-only commands and workers never create the storage file they are pointed at.
+        (["pareto", "--study", "nope", "--storage", db], "No storage at"),
+        (["worker", "--study", "nope", "--storage", db], "No storage at"),
     ]
     for argv, fragment in cases:
         result = runner.invoke(app, argv)
         assert result.exit_code == 1, (argv, result.output)
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], (argv, result.output)
+    assert not (tmp_path / "a.db").exists()
+    import optuna
+
+    optuna.create_study(study_name="other", storage=db)  # an existing storage without the study
+    for command in ("pareto", "worker"):
+        result = runner.invoke(app, [command, "--study", "nope", "--storage", db])
+        assert result.exit_code == 1 and "No study named 'nope'" in result.output, result.output
 
 
 # ------------------------------------------------------------------------ real studies (digits)

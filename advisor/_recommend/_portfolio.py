@@ -108,15 +108,15 @@ def build_portfolio(table: knowledge.Table, surrogate: Any, *, device_kind: str 
     lo, hi = scores.min(axis=0), scores.max(axis=0)
     norm = (scores - lo) / np.where(hi > lo, hi - lo, 1.0)
     chosen: list[int] = []
-    best = np.zeros(len(workloads))
+    covered = np.zeros(len(workloads))
     for _ in range(min(size, len(keys))):
-        gains = np.maximum(norm, best).sum(axis=1)
+        gains: np.ndarray = np.maximum(norm, covered).sum(axis=1)
         gains[chosen] = -np.inf
         pick = int(np.argmax(gains))
-        if chosen and gains[pick] <= best.sum() + 1e-9:
+        if chosen and gains[pick] <= covered.sum() + 1e-9:
             break
         chosen.append(pick)
-        best = np.maximum(best, norm[pick])
+        covered = np.maximum(covered, norm[pick])
     return [recipes[keys[i]] for i in chosen]
 
 

@@ -11,6 +11,7 @@ import os
 import sys
 
 import typer
+from typing import Any
 
 from advisor import __version__
 
@@ -70,7 +71,7 @@ def main() -> None:
     import sys
 
     # Typer ships its own copy of click; its usage errors share one base class with BadParameter.
-    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    usage_error: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     try:
         code = app(standalone_mode=False)

@@ -43,27 +43,32 @@ def print_json(obj: Any) -> None:
 
 
 #: Names users type for a framework, and the name advisor uses.
-FRAMEWORK_ALIASES = {"pytorch": "torch", "tf": "tensorflow", "keras": "tensorflow", "onnx": "onnxruntime",
+#: Record fields whose flag is not a knob's.
+_OTHER_FLAGS = {"wall_time_s": "--time-limit", "memory_mb": "--memory-cap"}
+FRAMEWORK_ALIASES = {"caffe": "onnxruntime", "pytorch": "torch", "tf": "tensorflow", "keras": "tensorflow", "onnx": "onnxruntime",
                      "ort": "onnxruntime", "caffe2": "onnxruntime", "scikit-learn": "sklearn", "scikit": "sklearn"}
 
 
 def flag_message(exc: Any) -> str:
     """An invalid value of a config field or a command parameter, in the words of its CLI flag
     (``--lr must be ...``), with "did you mean" for a misspelt framework or choice."""
-    name, owner = getattr(exc, "parameter", None), getattr(exc, "owner", None)
-    if name is None or owner not in ("Config", "recommend", "tune"):
+    name, owner = getattr(exc, "parameter", None), str(getattr(exc, "owner", "") or "")
+    if name is None or not owner.split(" ")[0] in ("Config", "Workload", "Limits", "recommend", "tune"):
         return str(exc)
     from advisor.errors import did_you_mean
     from advisor.knobs import FRAMEWORKS, KNOB_NAMES, get_knob
 
-    flag = (get_knob(name).flag if name in KNOB_NAMES else None) or f"--{name.replace('_', '-')}"
+    flag = ((get_knob(name).flag if name in KNOB_NAMES else None) or _OTHER_FLAGS.get(name)
+            or f"--{name.replace('_', '-')}")
+    detail = owner.partition(" ")[2]  # e.g. "(framework 'onnxruntime')"
     got = exc.got
     hint = ""
     if name in ("framework", "frameworks"):
         hint = did_you_mean(str(got), FRAMEWORKS, FRAMEWORK_ALIASES)
-    elif name in KNOB_NAMES and get_knob(name).choices:
+    elif name in KNOB_NAMES and get_knob(name).choices and str(got) not in map(str, get_knob(name).choices):
         hint = did_you_mean(str(got), [str(c) for c in get_knob(name).choices])
-    return f"{flag} must be {exc.accepted}. Got {got!r} instead.{hint}"
+    where = f" {detail}" if detail else ""
+    return f"{flag}{where} must be {exc.accepted}. Got {got!r} instead.{hint}"
 
 
 def check_data_dir(dataset: str, data_dir: Any) -> None:
