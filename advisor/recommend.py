@@ -22,6 +22,7 @@ This module wires the steps together; each lives in a private module of ``adviso
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -194,7 +195,12 @@ def recommend(
     a = [a_band.lo.copy(), a_band.mid.copy(), a_band.hi.copy()]
     m = [m_band.lo.copy(), m_band.mid.copy(), m_band.hi.copy()]
     if reasons:
-        (t[0], t[2]), (a[0], a[2]), (m[0], m[2]) = widen(t_band, True), widen(a_band, False), widen(m_band, True)
+        # Accuracy is widened for any extrapolation. Time and memory follow FLOPs, parameters and
+        # activations, which the features carry to new data; they are widened only for hardware the
+        # table has not seen (another device kind or GPU model).
+        a[0], a[2] = widen(a_band, False)
+        if any(r.startswith(HARDWARE_REASONS) for r in reasons):
+            (t[0], t[2]), (m[0], m[2]) = widen(t_band, True), widen(m_band, True)
     fits = np.ones(len(cands), dtype=bool)
     if device is not None:  # no GPU trial in the table: physics for time and memory, the CPU's accuracy model
         (t, m, fits), line = _device_figures(device, cands, workload)
@@ -204,6 +210,7 @@ def recommend(
         got = cands[i].measured
         for band, values in ((t, got.time_s), (a, got.accuracy), (m, got.memory_mb)):
             band[0][i], band[1][i], band[2][i] = values
+    _monotone_over_epochs(cands, a)
     trusted = np.array([c.source in TRUSTED_SOURCES for c in cands])
     # Rank on the band's conservative side, except for trusted candidates (measured here, the
     # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
@@ -294,6 +301,10 @@ TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
 #: Below :data:`CONFIDENCE` for every candidate, the surest ones down to this probability are shown
 #: with a warning; below it for every candidate, the request is refused as impossible.
 UNSURE_FLOOR = 0.6
+#: Extrapolation reasons about hardware (see ``_recommend._evidence.extrapolation``): only these widen time and memory.
+HARDWARE_REASONS = ("the knowledge base has no measured", "no measured trials on GPU model")
+#: Predicted accuracies this close count as equal when ranking for a time budget.
+ACCURACY_TIE = 0.005
 #: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
 SWITCH_CONFIDENCE = 0.8
 #: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
@@ -344,6 +355,22 @@ def _device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
             f"{devices.MAX_SLOWDOWN:g}x it; accuracy from the CPU trials' model (the same run trains to the same "
             "accuracy on any device)")
     return (t, m, fits), line
+
+
+def _monotone_over_epochs(cands: list[Candidate], a: list[np.ndarray]) -> None:
+    """The learning-curve prior, in place: a recipe offered at several run lengths (the obvious
+    default and the portfolio, over the epoch grid) is predicted at least as accurate when it trains
+    longer (its schedule laid over the longer run). Trees fitted without the dataset often predict a
+    flat or noisy accuracy over epochs; a running maximum keeps the longer runs from looking worse."""
+    families: dict[str, list[int]] = {}
+    for i, c in enumerate(cands):
+        if c.source in ("default", "portfolio") and c.measured is None:
+            key = json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
+            families.setdefault(key, []).append(i)
+    for idx in families.values():
+        idx.sort(key=lambda i: cands[i].config.epochs)
+        for band in a:
+            band[idx] = np.maximum.accumulate(band[idx])
 
 
 def _p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool) -> float:
@@ -452,7 +479,9 @@ def _order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Cons
         order = idx[np.lexsort((-a[idx], t[idx]))]
         return [int(i) for i in order], "fastest among those likely to reach the accuracy asked for"
     if c.max_time_s is not None and c.min_accuracy is None and prefer in ("accurate", "balanced"):
-        order = idx[np.lexsort((t[idx], -a[idx]))]
+        # Equal predicted accuracy (to half a point): the run that uses more of the time asked for
+        # (with the learning-curve prior, a longer run of a recipe is never predicted worse).
+        order = idx[np.lexsort((-t[idx], -np.round(a[idx] / ACCURACY_TIE) * ACCURACY_TIE))]
         return [int(i) for i in order], "most accurate among those likely to finish within the time asked for"
     costs = np.column_stack([np.log(t[idx]), -a[idx], np.log(m[idx])])
     pool = np.array(front_layers(costs, top))

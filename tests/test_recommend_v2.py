@@ -192,3 +192,20 @@ def test_models_force_the_knobs_their_framework_needs() -> None:
     assert forced_by_model("onnxruntime", "lenet5") == {}
     assert forced_by_model("torch", "bn_cnn") == {}
     assert forced_by_model("onnxruntime", "no-such-model") == {}
+
+
+def test_a_longer_run_of_a_recipe_is_never_predicted_worse() -> None:
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._workload import Target
+    from advisor.recommend import _monotone_over_epochs
+
+    target = Target("cpu", 2)
+    from advisor._recommend._baseline import obvious_default
+
+    cands = [Candidate(obvious_default("torch", target, e), "default", None, model="lenet5") for e in (1, 2, 4, 8)]
+    cands.append(Candidate(obvious_default("torch", target, 16), "space:torch-cpu", None, model="lenet5"))
+    a = [np.array([0.50, 0.45, 0.60, 0.55, 0.10]), np.array([0.60, 0.55, 0.70, 0.65, 0.20]),
+         np.array([0.70, 0.65, 0.80, 0.75, 0.30])]
+    _monotone_over_epochs(cands, a)
+    assert a[1].tolist() == [0.60, 0.60, 0.70, 0.70, 0.20]  # a random draw is left as predicted
+    assert a[0].tolist() == [0.50, 0.50, 0.60, 0.60, 0.10] and a[2].tolist() == [0.70, 0.70, 0.80, 0.80, 0.30]
