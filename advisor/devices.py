@@ -28,6 +28,7 @@ from typing import Any
 from advisor.errors import UnknownNameError
 
 __all__ = ["Accelerator", "ACCELERATORS", "DEFAULT_GPU", "get_accelerator", "StepEstimate", "estimate_step",
+           "estimate_model_step",
            "MAX_SLOWDOWN"]
 
 
@@ -135,6 +136,23 @@ def precision_of(config: Any, device: Accelerator) -> str:
     if getattr(config, "bfloat16", False) or getattr(config, "mixed_precision", False):
         return "bf16" if device.bf16_tflops else ("fp16" if device.fp16_tflops else "fp32")
     return "tf32" if device.tf32_tflops else "fp32"
+
+
+def estimate_model_step(device: Accelerator, config: Any, model: str, input_shape: tuple[int, ...],
+                        num_classes: int) -> StepEstimate:
+    """:func:`estimate_step` for a registry model on an input: its FLOPs, parameters, layer outputs
+    and weighted layers (conv, dense, batch norm) from :mod:`advisor.models`."""
+    import math
+
+    from advisor import models
+
+    spec = models.get_model(model)
+    return estimate_step(
+        device=device, config=config, flops_per_sample=models.training_flops_per_sample(spec, input_shape, num_classes),
+        params=models.param_count(spec, input_shape, num_classes),
+        activations_per_sample=float(models.activation_count(spec, input_shape, num_classes)),
+        layers=sum(1 for layer in models.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")),
+        sample_bytes=4 * math.prod(input_shape))
 
 
 def estimate_step(*, device: Accelerator, config: Any, flops_per_sample: float, params: int,

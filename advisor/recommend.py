@@ -325,25 +325,14 @@ def _device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
     import math
 
     from advisor import devices
-    from advisor import models as registry
 
     n = len(cands)
     t = [np.zeros(n), np.zeros(n), np.zeros(n)]
     m = [np.zeros(n), np.zeros(n), np.zeros(n)]
     fits = np.ones(n, dtype=bool)
-    shape = workload.input_shape
-    facts: dict[str, tuple[float, int, float, int]] = {}
     for i, c in enumerate(cands):
-        name = c.model or workload.model
-        if name not in facts:
-            spec = registry.get_model(name)
-            facts[name] = (registry.training_flops_per_sample(spec, shape, workload.num_classes),
-                           registry.param_count(spec, shape, workload.num_classes),
-                           float(registry.activation_count(spec, shape, workload.num_classes)),
-                           sum(1 for layer in registry.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")))
-        flops, params, acts, layers = facts[name]
-        step = devices.estimate_step(device=device, config=c.config, flops_per_sample=flops, params=params,
-                                     activations_per_sample=acts, layers=layers, sample_bytes=4 * math.prod(shape))
+        step = devices.estimate_model_step(device, c.config, c.model or workload.model, workload.input_shape,
+                                           workload.num_classes)
         steps = math.ceil(workload.train_samples / c.config.batch_size) * c.config.epochs
         t[0][i], t[1][i] = steps * step.roofline_s, steps * step.expected_s
         t[2][i] = min(3 * t[1][i], devices.MAX_SLOWDOWN * t[0][i])

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, command_line, git_rev, md_table  # noqa: E402
 
-from advisor import devices, models  # noqa: E402
+from advisor import devices  # noqa: E402
 from advisor.records import Config  # noqa: E402
 
 # (dataset, seed framework, batch, iterations, published GPU train s, model here, optimizer)
@@ -44,15 +44,9 @@ SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 
 def predict(device: devices.Accelerator, dataset: str, model: str, batch: int, steps: int, optimizer: str,
             half: bool) -> tuple[float, float]:
-    shape = SHAPES[dataset]
-    spec = models.get_model(model)
     cfg = Config(framework="torch", batch_size=batch, epochs=1, optimizer=optimizer, device="cuda",
                  momentum=0.9 if optimizer == "momentum" else 0.0, mixed_precision=half)
-    est = devices.estimate_step(
-        device=device, config=cfg, flops_per_sample=models.training_flops_per_sample(spec, shape, 10),
-        params=models.param_count(spec, shape, 10), activations_per_sample=float(models.activation_count(spec, shape, 10)),
-        layers=sum(1 for layer in models.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")),
-        sample_bytes=4 * math.prod(shape))
+    est = devices.estimate_model_step(device, cfg, model, SHAPES[dataset], 10)
     return steps * est.roofline_s, steps * est.expected_s
 
 

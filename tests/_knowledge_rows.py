@@ -112,3 +112,24 @@ def rows(n: int, **kwargs: Any) -> list[dict[str, Any]]:
     from advisor.knowledge import row_from_result
 
     return [row_from_result(r, CPU_PROFILE) for r in make_results(n, **kwargs)]
+
+
+def fitted_table(folder: Any, n: int, *, seed: int, rounds: int, portfolio: bool = False) -> tuple[Any, Any]:
+    """Write ``n`` constructed rows to ``folder/knowledge.csv.gz``, fit a surrogate on them and save it
+    to ``folder/model`` (with its recipe portfolio when asked). Returns ``(table, model folder)``."""
+    from pathlib import Path
+
+    from advisor import knowledge
+    from advisor import surrogate as sg
+
+    folder = Path(folder)
+    table = folder / "knowledge.csv.gz"
+    knowledge.write(rows(n, seed=seed), table)
+    model = sg.fit_file(table, num_boost_round=rounds)
+    sg.save(model, folder / "model", table_path=table)
+    if portfolio:
+        from advisor._recommend._portfolio import build_portfolio, save_portfolio
+
+        save_portfolio(folder / "model", {"cpu": build_portfolio(knowledge.read(table), model)},
+                       table_sha256=model.meta["table_sha256"])
+    return table, folder / "model"

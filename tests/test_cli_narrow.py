@@ -7,12 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import advisor.knowledge as kb
-from advisor import surrogate as sg
 from advisor.cli import app
 from advisor.records import Workload
 
-from _knowledge_rows import rows
+from _knowledge_rows import fitted_table
 
 runner = CliRunner()
 NARROW = {"COLUMNS": "80"}
@@ -44,11 +42,8 @@ def test_study_outputs_fit_eighty_columns(tuned: tuple[str, str], command: list[
 
 
 def test_recommend_fits_eighty_columns(tmp_path: Path) -> None:
-    table = tmp_path / "kb.csv.gz"
-    kb.write(rows(120, seed=3), table)
-    model = sg.fit_file(table, num_boost_round=40)
-    sg.save(model, tmp_path / "model", table_path=table)
-    base = ["recommend", "--table", str(table), "--model-dir", str(tmp_path / "model"), "--candidates", "50"]
+    table, model_dir = fitted_table(tmp_path, 120, seed=3, rounds=40)
+    base = ["recommend", "--table", str(table), "--model-dir", str(model_dir), "--candidates", "50"]
     for extra in ([], ["--max-time", "60"], ["--gpu"]):
         result = runner.invoke(app, [*base, "--dataset", "mnist", *extra], env=NARROW)
         assert result.exit_code == 0, result.output

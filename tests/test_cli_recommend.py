@@ -15,7 +15,7 @@ from advisor import surrogate as sg
 from advisor.cli import app
 from advisor.cli.recommend import _UNITS_MB, _UNITS_S, parse_accuracy, parse_quantity
 
-from _knowledge_rows import make_results, rows
+from _knowledge_rows import fitted_table, make_results, rows
 
 runner = CliRunner()
 
@@ -23,11 +23,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """TEST DATA: a CPU-only table of constructed trials and a model fitted on it."""
-    folder = tmp_path_factory.mktemp("cli")
-    table = folder / "knowledge.csv.gz"
-    kb.write(rows(200, seed=21), table)
-    sg.save(sg.fit_file(table, num_boost_round=60), folder / "model", table_path=table)
-    return table, folder / "model"
+    return fitted_table(tmp_path_factory.mktemp("cli"), 200, seed=21, rounds=60)
 
 
 def _args(shipped: tuple[Path, Path], *extra: str) -> list[str]:

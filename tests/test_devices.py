@@ -8,14 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import advisor.knowledge as kb
 from advisor import devices
-from advisor import surrogate as sg
 from advisor.cli import app
 from advisor.errors import UnknownNameError
 from advisor.records import Config
 
-from _knowledge_rows import rows
+from _knowledge_rows import fitted_table
 
 runner = CliRunner()
 
@@ -55,11 +53,8 @@ def test_step_time_lies_between_the_roofline_and_its_cap() -> None:
 
 
 def test_gpu_answers_respect_the_device_model(tmp_path: Path) -> None:
-    table = tmp_path / "kb.csv.gz"
-    kb.write(rows(120, seed=4), table)  # CPU trials only
-    model = sg.fit_file(table, num_boost_round=40)
-    sg.save(model, tmp_path / "model", table_path=table)
-    base = ["recommend", "--table", str(table), "--model-dir", str(tmp_path / "model"), "--candidates", "60",
+    table, model_dir = fitted_table(tmp_path, 120, seed=4, rounds=40)  # CPU trials only
+    base = ["recommend", "--table", str(table), "--model-dir", str(model_dir), "--candidates", "60",
             "--dataset", "cifar10", "--gpu"]
     result = runner.invoke(app, [*base, "--gpu-model", "H200", "--json", "--top", "5"])
     assert result.exit_code == 0, result.output

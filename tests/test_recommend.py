@@ -18,7 +18,7 @@ from advisor import surrogate as sg
 from advisor.errors import ConstraintError, InvalidParameterError, KnowledgeBaseError, UnknownNameError
 from advisor.records import Config
 
-from _knowledge_rows import CPU_PROFILE, make_result, rows
+from _knowledge_rows import CPU_PROFILE, fitted_table, make_result, rows
 
 ROUNDS = 100
 
@@ -26,12 +26,7 @@ ROUNDS = 100
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """TEST DATA: a CPU-only table of constructed trials (digits, mnist, cifar10) and its model."""
-    folder = tmp_path_factory.mktemp("shipped")
-    table = folder / "knowledge.csv.gz"
-    kb.write(rows(240, seed=5), table)
-    model = sg.fit_file(table, num_boost_round=ROUNDS)
-    sg.save(model, folder / "model", table_path=table)
-    return table, folder / "model"
+    return fitted_table(tmp_path_factory.mktemp("shipped"), 240, seed=5, rounds=ROUNDS)
 
 
 def _rec(shipped: tuple[Path, Path], dataset: str = "mnist", **kwargs):  # type: ignore[no-untyped-def]

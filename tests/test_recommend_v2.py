@@ -4,6 +4,7 @@ confidence-ranked constraints, --target-accuracy and the --budget closed loop.""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +16,12 @@ from advisor import recommend as rc
 from advisor import surrogate as sg
 from advisor._recommend._baseline import EPOCH_GRID, OBVIOUS_DEFAULT
 from advisor._recommend._constraints import probability
-from advisor._recommend._portfolio import build_portfolio, load_portfolio, save_portfolio
+from advisor._recommend._portfolio import PORTFOLIO_NAME, build_portfolio, load_portfolio
 from advisor.cli import app
 from advisor.errors import ConstraintError
 from advisor.knobs import forced_by_model
 
-from _knowledge_rows import CPU_PROFILE, rows
+from _knowledge_rows import CPU_PROFILE, fitted_table
 
 ROUNDS = 80
 runner = CliRunner()
@@ -29,14 +30,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """TEST DATA: constructed trials (see _knowledge_rows) and a model with its portfolio."""
-    folder = tmp_path_factory.mktemp("v2")
-    table = folder / "knowledge.csv.gz"
-    kb.write(rows(240, seed=11), table)
-    model = sg.fit_file(table, num_boost_round=ROUNDS)
-    sg.save(model, folder / "model", table_path=table)
-    portfolio = build_portfolio(kb.read(table), model)
-    save_portfolio(folder / "model", {"cpu": portfolio}, table_sha256=model.meta["table_sha256"])
-    return table, folder / "model"
+    return fitted_table(tmp_path_factory.mktemp("v2"), 240, seed=11, rounds=ROUNDS, portfolio=True)
 
 
 def _rec(shipped: tuple[Path, Path], dataset: str = "mnist", **kwargs):  # type: ignore[no-untyped-def]
@@ -92,7 +86,8 @@ def test_measured_configurations_of_the_workload_are_candidates_with_measured_fi
                                                      profile=other).choices)
 
 
-def test_portfolio_is_learnt_from_the_table_and_enters_the_candidates(shipped: tuple[Path, Path]) -> None:
+def test_portfolio_is_learnt_from_the_table_and_enters_the_candidates(shipped: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
     portfolio = load_portfolio(shipped[1], "cpu")
     assert 1 <= len(portfolio) <= 8
     table = kb.read(shipped[0])
@@ -103,8 +98,13 @@ def test_portfolio_is_learnt_from_the_table_and_enters_the_candidates(shipped: t
     assert again == portfolio  # deterministic
     rec = _rec(shipped, "digits", prefer="accurate", top=200)
     assert rec.n_candidates >= 4 * 100 + len(EPOCH_GRID)
-    sources = {c.source for c in rec.choices}
-    assert "portfolio" in sources or "default" in sources or "measured" in sources
+    # The same model without its portfolio file offers fewer candidates: the recipes entered.
+    bare = tmp_path / "model"
+    shutil.copytree(shipped[1], bare)
+    (bare / PORTFOLIO_NAME).unlink()
+    without = rc.recommend("digits", table=shipped[0], model_dir=bare, profile=CPU_PROFILE,
+                           candidates_per_framework=100, prefer="accurate", top=200)
+    assert without.n_candidates < rec.n_candidates
 
 
 def test_max_time_question_meets_the_bound_with_confidence(shipped: tuple[Path, Path]) -> None:

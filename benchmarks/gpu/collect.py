@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from advisor import datasets, devices, models
+from advisor import datasets, devices
 from advisor.records import Config, Workload
 
 STARTUP_S = {"torch": 12.0, "tensorflow": 20.0, "onnxruntime": 25.0}
@@ -63,14 +63,7 @@ def plan() -> list[tuple[Workload, Config]]:
 
 def predicted_cost(device: devices.Accelerator, w: Workload, c: Config) -> float:
     info = datasets.get_info(w.dataset)
-    shape = tuple(info.input_shape)
-    spec = models.get_model(w.model)
-    est = devices.estimate_step(
-        device=device, config=c, flops_per_sample=models.training_flops_per_sample(spec, shape, info.num_classes),
-        params=models.param_count(spec, shape, info.num_classes),
-        activations_per_sample=float(models.activation_count(spec, shape, info.num_classes)),
-        layers=sum(1 for layer in models.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")),
-        sample_bytes=4 * math.prod(shape))
+    est = devices.estimate_model_step(device, c, w.model, tuple(info.input_shape), info.num_classes)
     steps = math.ceil((w.train_samples or info.train_size) / c.batch_size) * c.epochs
     return STARTUP_S[c.framework] + steps * est.expected_s
 
