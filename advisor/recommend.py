@@ -303,8 +303,6 @@ TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
 UNSURE_FLOOR = 0.6
 #: Extrapolation reasons about hardware (see ``_recommend._evidence.extrapolation``): only these widen time and memory.
 HARDWARE_REASONS = ("the knowledge base has no measured", "no measured trials on GPU model")
-#: Predicted accuracies this close count as equal when ranking for a time budget.
-ACCURACY_TIE = 0.005
 #: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
 SWITCH_CONFIDENCE = 0.8
 #: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
@@ -468,9 +466,9 @@ def _order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Cons
         order = idx[np.lexsort((-a[idx], t[idx]))]
         return [int(i) for i in order], "fastest among those likely to reach the accuracy asked for"
     if c.max_time_s is not None and c.min_accuracy is None and prefer in ("accurate", "balanced"):
-        # Equal predicted accuracy (to half a point): the run that uses more of the time asked for
-        # (with the learning-curve prior, a longer run of a recipe is never predicted worse).
-        order = idx[np.lexsort((-t[idx], -np.round(a[idx] / ACCURACY_TIE) * ACCURACY_TIE))]
+        # Equal accuracy (a recipe whose longer runs the learning-curve prior holds level): the run
+        # that uses more of the time asked for.
+        order = idx[np.lexsort((-t[idx], -a[idx]))]
         return [int(i) for i in order], "most accurate among those likely to finish within the time asked for"
     costs = np.column_stack([np.log(t[idx]), -a[idx], np.log(m[idx])])
     pool = np.array(front_layers(costs, top))

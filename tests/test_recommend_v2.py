@@ -209,3 +209,17 @@ def test_a_longer_run_of_a_recipe_is_never_predicted_worse() -> None:
     _monotone_over_epochs(cands, a)
     assert a[1].tolist() == [0.60, 0.60, 0.70, 0.70, 0.20]  # a random draw is left as predicted
     assert a[0].tolist() == [0.50, 0.50, 0.60, 0.60, 0.10] and a[2].tolist() == [0.70, 0.70, 0.80, 0.80, 0.30]
+
+
+def test_max_time_ranks_on_accuracy_and_breaks_only_exact_ties_towards_the_longer_run(
+        shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=1e4), prefer="accurate", top=20)
+    ranked = [c for c in rec.choices if "obvious default kept first" not in rec.ranking or c.rank > 1]
+
+    def key(c):  # type: ignore[no-untyped-def]
+        return c.accuracy.mid if c.source in rc.TRUSTED_SOURCES else c.accuracy.lo
+
+    for earlier, later in zip(ranked, ranked[1:]):
+        assert key(earlier) >= key(later)
+        if key(earlier) == key(later):
+            assert earlier.time_s.mid >= later.time_s.mid or earlier.source not in rc.TRUSTED_SOURCES
