@@ -299,11 +299,14 @@ def test_early_stopping_prunes_a_dominated_trial_and_keeps_its_curve(tmp_path: P
 def test_sigterm_keeps_finished_trials_and_the_study_resumes(tmp_path: Path) -> None:
     import optuna
 
-    space = tiny_space(tmp_path / "sk.yaml", "sklearn")
+    # Trials long enough (tens of epochs) that a signal sent while the child trains lands in the
+    # training, not in the few storage writes that follow it (where it is deferred until they end).
+    space = tiny_space(tmp_path / "sk.yaml", "sklearn", epochs=60)
+    space.write_text(space.read_text().replace("low: 1, high: 60", "low: 40, high: 60"))
     db = f"sqlite:///{tmp_path}/stop.db"
     base = ["tune", "--dataset", "digits", "--model", "mlp", "--space", str(space), "--objectives",
-            "time,accuracy", "--storage", db, "--study", "stop", "--train-samples", "200",
-            "--test-samples", "100"]
+            "time,accuracy", "--storage", db, "--study", "stop", "--train-samples", "1400",
+            "--test-samples", "300"]
     proc = subprocess.Popen([sys.executable, "-m", "advisor", *base, "--trials", "50"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -315,8 +318,12 @@ def test_sigterm_keeps_finished_trials_and_the_study_resumes(tmp_path: Path) -> 
             except (KeyError, Exception):
                 continue
             states = [t.state.name for t in trials]
-            if "COMPLETE" in states and states[-1] == "RUNNING":
+            # the running trial's child has been spawned ("advisor.started"): it is training now
+            if "COMPLETE" in states and states[-1] == "RUNNING" and "advisor.started" in trials[-1].user_attrs:
                 break
+        else:
+            proc.kill()
+            pytest.fail(f"no trial was seen training after a finished one within 120 s: {proc.communicate()}")
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
