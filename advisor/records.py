@@ -135,6 +135,32 @@ class Config(_JsonRecord):
     cudnn_benchmark: bool = False
     seed: int = 0
 
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> "Config":
+        """A config as a past trial recorded it, read even where today's rules refuse it.
+
+        A trial that ran (or failed) under older rules is still a fact of the knowledge base:
+        its result must stay readable when a rule tightens (``compile`` now needs oneDNN on the
+        CPU, for example). Unknown keys and wrong types are still refused; only the cross-knob
+        rules of :meth:`__post_init__` are skipped. Use :meth:`from_dict` for anything that is
+        about to run.
+        """
+        try:
+            return cls.from_dict(data)  # type: ignore[no-any-return]
+        except ValueError:
+            names = {f.name: f for f in dataclasses.fields(cls)}
+            unknown = set(data) - set(names)
+            if unknown or data.get("framework") not in FRAMEWORKS:
+                raise
+            for knob in KNOBS:  # each value on its own must still be one the knob accepts
+                if knob.name in data and not knob.is_valid(data[knob.name]):
+                    raise
+            record = object.__new__(cls)
+            for name, f in names.items():
+                default = f.default if f.default is not dataclasses.MISSING else None
+                object.__setattr__(record, name, data.get(name, default))
+            return record
+
     def __post_init__(self) -> None:
         o = "Config"
         _check_choice(o, "framework", self.framework, FRAMEWORKS)
@@ -343,7 +369,7 @@ class TrialResult(_JsonRecord):
         data.pop("accuracy_curve", None)
         data.pop("epoch_times", None)
         data["workload"] = Workload.from_dict(data["workload"])
-        data["config"] = Config.from_dict(data["config"])
+        data["config"] = Config.from_record(data["config"])  # a recorded fact: read under today's rules too
         data["epochs"] = tuple(EpochRecord.from_dict(e) for e in data.get("epochs", ()))
         data["threadpools"] = tuple(dict(t) for t in data.get("threadpools", ()))
         data["cores_granted"] = tuple(data.get("cores_granted", ()))

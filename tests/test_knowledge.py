@@ -282,3 +282,31 @@ def test_export_from_an_unknown_study_is_a_storage_error(tmp_path: Path) -> None
     _study_with_results(url, [])
     with pytest.raises(StorageError, match="nope"):
         kb.export(url, studies=["nope"], out=tmp_path / "x.csv.gz")
+
+
+def test_export_reads_a_result_recorded_under_older_rules_and_names_unreadable_ones(tmp_path: Path) -> None:
+    """A trial stays a fact when a rule tightens: ``compile`` with oneDNN off ran (and failed)
+    before Config refused it; its row is exported. A result with a key this version does not
+    know is counted as unreadable, with the reason, not as 'without a result'."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    study = _study_with_results(url, make_results(2))
+    old = make_result(Config(framework="torch"), "mnist", status="failed").to_dict()
+    old["config"].update(compile=True, onednn=False)  # refused by today's Config
+    with pytest.raises(ValueError, match="onednn|compile"):
+        Config.from_dict(old["config"])
+    alien = make_result(Config(framework="torch"), "mnist").to_dict()
+    alien["config"]["from_the_future"] = 1
+    for data in (old, alien):
+        study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={kb.RESULT_ATTR: data}))
+    count = kb.export(url, out=tmp_path / "kb.csv.gz", hardware=[CPU_PROFILE])
+    assert int(count) == 3 and count.skipped == 0 and count.unreadable == 1
+    assert count.reasons[0].startswith("kb-test trial 3: The 'keys' parameter of Config")
+    row = next(r for r in kb.read(tmp_path / "kb.csv.gz").rows if r["trial_id"] == old["trial_id"])
+    assert row["cfg_compile"] is True and row["cfg_onednn"] is False and row["status"] == "failed"
+    # a value of the wrong type is still refused, even on the lenient path
+    with pytest.raises(ValueError, match="batch_size"):
+        Config.from_record({**old["config"], "batch_size": "many"})
+    optuna.delete_study(study_name="kb-test", storage=url)

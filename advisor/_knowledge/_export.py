@@ -19,16 +19,24 @@ class ExportCount(int):
     """The number of rows written by :func:`export`, carrying what was skipped.
 
     Attributes:
-        skipped: Trials without an ``"advisor.result"`` user attribute (or an unreadable one).
+        skipped: Trials without an ``"advisor.result"`` user attribute (not run by the advisor, or
+            still running).
+        unreadable: Trials whose ``"advisor.result"`` this version cannot read (unknown keys,
+            values of the wrong type); each reason once in ``reasons``.
         studies: Names of the studies read.
     """
 
     skipped: int
+    unreadable: int
+    reasons: tuple[str, ...]
     studies: tuple[str, ...]
 
-    def __new__(cls, rows: int, *, skipped: int, studies: Sequence[str]) -> "ExportCount":
+    def __new__(cls, rows: int, *, skipped: int, studies: Sequence[str], unreadable: int = 0,
+                reasons: Sequence[str] = ()) -> "ExportCount":
         obj = super().__new__(cls, rows)
         obj.skipped = skipped
+        obj.unreadable = unreadable
+        obj.reasons = tuple(reasons)
         obj.studies = tuple(studies)
         return obj
 
@@ -93,7 +101,8 @@ def export(
         raise StorageError(f"Cannot open the study storage {storage_url!r}: {exc}") from None
     profiles = _Profiles(hardware)
     rows: list[dict[str, Any]] = []
-    skipped = 0
+    skipped = unreadable = 0
+    reasons: dict[str, None] = {}
     for name in names:
         try:
             study = optuna.load_study(study_name=name, storage=storage)
@@ -119,10 +128,11 @@ def export(
                 data["trial_id"] = f"{name}:{trial.number}"
             try:
                 result = TrialResult.from_dict(data)
-            except (KeyError, TypeError, ValueError):
-                skipped += 1
+            except (KeyError, TypeError, ValueError) as exc:
+                unreadable += 1
+                reasons.setdefault(f"{name} trial {trial.number}: {exc}"[:300])
                 continue
             rows.append(row_from_result(result, profiles.get(result.hardware_id)))
     merged, _, _ = merge_rows([(f"{storage_url}", rows)])
     write(merged, out)
-    return ExportCount(len(merged), skipped=skipped, studies=names)
+    return ExportCount(len(merged), skipped=skipped, studies=names, unreadable=unreadable, reasons=list(reasons))

@@ -55,12 +55,16 @@ def export_command(
     except OSError as exc:  # a full disk, a read-only folder: the previous file is left as it was
         _write_failed(out_file, exc)
     if as_json:
-        print_json({"rows": int(count), "skipped": count.skipped, "studies": list(count.studies), "out": str(out_file)})
+        print_json({"rows": int(count), "skipped": count.skipped, "unreadable": count.unreadable,
+                    "unreadable_reasons": list(count.reasons), "studies": list(count.studies), "out": str(out_file)})
         return
     out.print(f"Exported {int(count)} trials from {len(count.studies)} studies to {out_file}.")
     if count.skipped:
         err.print(f"Skipped {count.skipped} trials without an 'advisor.result' attribute (not run by the advisor, "
                   "or still running).")
+    if count.unreadable:
+        err.print(f"Skipped {count.unreadable} trials whose 'advisor.result' this version cannot read; first: "
+                  f"{count.reasons[0]}", highlight=False)
 
 
 @knowledge_app.command("merge")

@@ -192,7 +192,7 @@ class Collector:
         params.update(forced)
         n = size or plan.full
         epoch_s = self._epoch_seconds(results, fw, dataset, model, n, int(params.get("batch_size", 128)))
-        budget = plan.trial_seconds * (1.0 if size is None else 0.5)
+        budget = plan.trial_seconds * self.args.time_scale * (1.0 if size is None else 0.5)
         cap = int(max(1, min(MAX_EPOCHS, budget // max(epoch_s, 1e-3))))
         # Longer runs teach more: every epoch of a run is a reading of its learning curve.
         params["epochs"] = int(self.rng.integers(max(1, cap // 3), cap + 1))
@@ -310,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frameworks", default=",".join(FRAMEWORK_WEIGHTS))
     ap.add_argument("--datasets", default=",".join(PLANS))
     ap.add_argument("--side-share", type=float, default=0.12, help="share of subset and digits trials")
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="multiplies every dataset's per-trial training budget (0.75: shorter trials, more of them)")
     ap.add_argument("--max-trials", type=int, default=None, help="stop after this many new trials")
     ap.add_argument("--max-full", type=int, default=None, help="stop when the storage holds this many full-size ok trials")
     ap.add_argument("--seed", type=int, default=0)
