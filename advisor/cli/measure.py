@@ -13,7 +13,7 @@ from rich.table import Table
 from advisor.cli import app
 from advisor.cli._common import err, out, print_json, user_errors
 from advisor.cli._knob_options import knob_options
-from advisor.errors import invalid_parameter
+from advisor.errors import InvalidParameterError, invalid_parameter
 from advisor.knobs import FRAMEWORKS
 
 EXIT_NOT_OK = 2
@@ -55,9 +55,11 @@ def _fmt(value: Any, spec: str = ".4g", unit: str = "") -> str:
     "optimizer": "momentum (adam on onnxruntime)", "learning_rate": f"{DEFAULT_SGD_LR}, or {DEFAULT_ADAM_LR} with adam/adamw",
     "momentum": f"{DEFAULT_MOMENTUM} with optimizer momentum"})
 def measure_command(
-    framework: Annotated[str, typer.Option(help=f"Framework: {_choices(FRAMEWORKS)} (sklearn needs no extra install).")] = "sklearn",
-    dataset: Annotated[str, typer.Option(help="Dataset: a registry name (mnist, fashion-mnist, cifar10, digits, synthetic:28x28x1) or a .npz path.")] = "digits",
-    model: Annotated[Optional[str], typer.Option(help="Model (mlp, lenet5, cifar_quick, bn_cnn, resnet9_w16, ...); default suits the dataset's input shape.")] = None,
+    framework: Annotated[Optional[str], typer.Option(help=f"Framework: {_choices(FRAMEWORKS)} (sklearn needs no extra install). Default: the --config file's, else sklearn.")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="Dataset: a registry name (mnist, fashion-mnist, cifar10, digits, synthetic:28x28x1) or a .npz path. Default: the --config file's, else digits.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model (mlp, lenet5, cifar_quick, bn_cnn, resnet9_w16, ...); default: the --config file's, else one that suits the dataset's input shape.")] = None,
+    config_file: Annotated[Optional[Path], typer.Option("--config", help="Run a config as it is: a recommendation (advisor recommend --json > rec.json), a choice, a trial result or a config JSON. Knob options given too override its values.")] = None,
+    choice: Annotated[int, typer.Option("--choice", min=1, help="Which choice of a recommendation file to run (1 = the best).")] = 1,
     train_samples: Annotated[Optional[int], typer.Option("--train-samples", help="Stratified subset of the training set.")] = None,
     test_samples: Annotated[Optional[int], typer.Option("--test-samples", help="Stratified subset of the test set.")] = None,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Folder holding the dataset's canonical files.")] = None,
@@ -75,6 +77,8 @@ def measure_command(
     Every knob of advisor.knobs is an option; those not given keep their defaults.
 
     Example: advisor measure --framework torch --dataset mnist --data-dir ../shared/datasets/mnist --model bn_cnn --optimizer momentum --nesterov --lr 0.2 --schedule onecycle --warmup 0.2 --batch-size 256 --epochs 2 --threads 2
+
+    Example: advisor recommend --dataset mnist --cpu --json > rec.json && advisor measure --config rec.json --choice 1 --data-dir ../shared/datasets/mnist
     """
     from advisor import datasets, models
     from advisor.cli._common import check_data_dir
@@ -82,6 +86,23 @@ def measure_command(
     from advisor.records import Config, EpochRecord, Workload
 
     # Everything is validated before a process is spawned: bad input costs no trial.
+    if config_file is not None:
+        from advisor.cli._config_file import read_config_file
+
+        entries = read_config_file(config_file)
+        if choice > len(entries):
+            raise InvalidParameterError(f"--choice {choice}: {config_file} holds {len(entries)} config(s)")
+        picked = entries[choice - 1]
+        recorded = picked.config.to_dict()
+        if framework is not None and framework != recorded["framework"]:
+            raise InvalidParameterError(f"--framework {framework} differs from the --config file's "
+                                        f"{recorded['framework']} (its knobs are that framework's)")
+        framework = recorded.pop("framework")
+        knobs = {**recorded, **knobs}  # the options given on the command line win
+        dataset = dataset or picked.dataset
+        model = model or picked.model
+    framework = framework or "sklearn"
+    dataset = dataset or "digits"
     optimizer = knobs.setdefault("optimizer", "adam" if framework == "onnxruntime" else "momentum")
     knobs.setdefault("learning_rate", DEFAULT_ADAM_LR if optimizer in ("adam", "adamw") else DEFAULT_SGD_LR)
     knobs.setdefault("momentum", DEFAULT_MOMENTUM if optimizer == "momentum" else 0.0)

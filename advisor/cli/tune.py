@@ -204,6 +204,7 @@ def tune_command(
     workers: Annotated[int, typer.Option("--workers", min=1, help="Local worker processes, each on its own CPUs.")] = 1,
     early_stopping: Annotated[bool, typer.Option("--early-stopping", help="Prune trials whose optimistic outcome is already dominated (docs/tuning.md).")] = False,
     warm_start: Annotated[bool, typer.Option("--warm-start", help="Enqueue the surrogate's predicted front first.")] = False,
+    config_file: Annotated[Optional[Path], typer.Option("--config", help="Queue these configs as the study's first trials: a recommendation (every choice, best first), a choice, a trial result or a config JSON.")] = None,
     workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Keep every trial's folder here.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Optuna's own log lines.")] = False,
     as_json: JsonOption = False,
@@ -211,6 +212,8 @@ def tune_command(
     """Tune a workload over a search space for time, accuracy and memory; show the Pareto front.
 
     Example: advisor tune --framework torch --dataset mnist --model lenet5 --target cpu --objectives time,accuracy,memory --trials 50 --sampler tpe --storage sqlite:///advisor.db --study mnist-torch
+
+    Example: advisor recommend --dataset mnist --cpu --json > rec.json && advisor tune --framework torch --dataset mnist --config rec.json --trials 20
     """
     from advisor import datasets, models
     from advisor.pareto import parse_constraint, parse_objectives, parse_size_mb
@@ -243,6 +246,28 @@ def tune_command(
     tuning.validate_storage_url(storage)
     the_space = tuning.resolve_space(space=space, frameworks=names, target=target.value)
     warm = _warm_start(names, the_space, dataset, model, target.value, max(1, min(5, trials // 5)), seed) if warm_start else None
+    if config_file is not None:  # queued first, before any warm-start point
+        from advisor.cli._config_file import params_for_space, read_config_file
+
+        queued = []
+        entries = read_config_file(config_file)
+        for entry in entries:
+            try:
+                params, notes = params_for_space(entry.config, the_space)
+            except InvalidParameterError as exc:
+                if len(entries) == 1:
+                    raise
+                err.print(f"warning: --config {entry.label} not queued: {exc}", highlight=False)
+                continue
+            queued.append(params)
+            for note in notes:
+                err.print(f"warning: --config {entry.label}: {note}", highlight=False)
+            if entry.dataset not in (None, dataset) or entry.model not in (None, model_name):
+                err.print(f"warning: --config {entry.label} was for {entry.model or model_name} on "
+                          f"{entry.dataset or dataset}; this study trains {model_name} on {dataset}", highlight=False)
+        if not queued:
+            raise InvalidParameterError(f"--config {config_file}: no config in it fits space {the_space.name}")
+        warm = queued + (warm or [])
     _quiet_optuna(verbose)
     with _Display(trials, study_name) as display:
         summary = tuning.run_study(
