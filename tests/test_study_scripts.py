@@ -95,6 +95,9 @@ def test_defaults_runs_resume_without_duplicates(storage: str, capsys: pytest.Ca
     assert len({t.user_attrs[defaults.KEY_ATTR] for t in trials}) == 2
     assert all(r.status == "ok" and r.config.batch_size == 10 and r.config.learning_rate == 0.05 for r in results)
     assert all(r.workload.dataset == "digits" and r.train_samples == 300 for r in results)
+    # the knobs are Optuna parameters: optuna-dashboard shows and slices the study by them
+    assert all(t.params["batch_size"] == 10 and t.params["learning_rate"] == 0.05 and t.params["epochs"] == 1
+               and t.params["optimizer"] == r.config.optimizer for t, r in zip(trials, results))
     assert defaults.main([*args, "--dry-run"]) == 0
     assert "2 trials (0 to run)" in capsys.readouterr().out
     # a not-applicable cell is recorded as such, with no trial
@@ -195,3 +198,26 @@ def test_retry_contended_counts_a_disturbed_trial_as_missing() -> None:
                                                                 SimpleNamespace(user_attrs={})])
     assert defaults.held_keys(study) == {"a": 1, "b": 1}
     assert defaults.held_keys(study, retry_contended=True) == {"a": 1}
+
+
+def test_collector_records_its_knobs_as_optuna_parameters(tmp_path: Path) -> None:
+    """The knowledge-base collectors add trials with ``study.add_trial``: each keeps its knobs as
+    parameters (bounds from the knob declarations, widened to the value), so the studies slice."""
+    import optuna
+
+    import collect
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from _knowledge_rows import make_result
+
+    study = optuna.create_study(study_name="c", storage=f"sqlite:///{tmp_path}/c.db",
+                                directions=["minimize", "maximize", "minimize"])
+    for cfg in (Config(framework="torch", batch_size=64, learning_rate=0.1, epochs=3, optimizer="momentum",
+                       momentum=0.9, schedule="onecycle", onednn=True),
+                Config(framework="onnxruntime", batch_size=2000, epochs=40, optimizer="adam",
+                       execution_mode="sequential")):
+        collect._record(study, {"drawn": True}, make_result(cfg, "mnist"))
+    a, b = study.get_trials()
+    assert a.params["schedule"] == "onecycle" and a.params["onednn"] is True and a.params["momentum"] == 0.9
+    assert b.params["execution_mode"] == "sequential" and b.params["epochs"] == 40 and "onednn" not in b.params
+    assert "seed" not in a.params and a.user_attrs["advisor.params"] == {"drawn": True}

@@ -10,7 +10,7 @@ from advisor.pareto import OBJECTIVES, ParetoFront, TrialPoint, compute_front
 from advisor._pareto._front import is_chance_level
 
 __all__ = ["SPEC_ATTR", "RESULT_ATTR", "STATUS_ATTR", "ERROR_ATTR", "TrialCounts", "StudyInfo",
-           "count_trials", "study_points", "json_safe"]
+           "count_trials", "study_points", "json_safe", "knob_params"]
 
 SPEC_ATTR = "advisor.spec"
 RESULT_ATTR = "advisor.result"
@@ -20,6 +20,34 @@ PRUNE_ATTR = "advisor.pruned_because"
 #: The process that runs a trial, ``host:pid`` (:func:`process_identity`): a worker's parent can
 #: find the trials of a worker it had to kill.
 PROCESS_ATTR = "advisor.process"
+
+
+def knob_params(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A config's knobs as Optuna parameters and distributions, for a trial added outside
+    ``suggest`` (``study.add_trial``) that should still show and slice by its knobs in Optuna's
+    tools. Bounds come from the knob declarations (widened to hold the value); every knob with a
+    value is included except the seed and the device."""
+    import optuna  # the distributions only
+
+    from advisor.knobs import KNOBS
+
+    params: dict[str, Any] = {}
+    dists: dict[str, Any] = {}
+    for knob in KNOBS:
+        value = getattr(config, knob.name, None)
+        if value is None or knob.name in ("seed", "device") or knob.type == "str":
+            continue
+        if knob.type in ("int", "float"):
+            low = value if knob.low is None else min(float(knob.low), float(value))
+            high = value if knob.high is None else max(float(knob.high), float(value))
+            dists[knob.name] = (optuna.distributions.IntDistribution(int(low), int(high)) if knob.type == "int"
+                                else optuna.distributions.FloatDistribution(float(low), float(high)))
+        else:  # bool and choice
+            choices = list(knob.choices) if knob.type == "choice" else [False, True]
+            dists[knob.name] = optuna.distributions.CategoricalDistribution(
+                choices if value in choices else [*choices, value])
+        params[knob.name] = value
+    return params, dists
 
 
 def process_identity(pid: int | None = None) -> str:

@@ -96,7 +96,9 @@ def _sample(cell: Cell, rng: np.random.Generator, cores: int) -> dict:
 
 
 def _record(study: optuna.Study, params: dict, result: TrialResult) -> None:
-    from advisor._tuning._read import json_safe  # the same JSON-safe form tuning stores
+    """Add one finished trial to ``study``: its knobs as Optuna parameters (optuna-dashboard
+    slices the study by them), the draw in ``advisor.params``, the full record in ``advisor.result``."""
+    from advisor._tuning._read import json_safe, knob_params  # the same forms tuning stores
 
     attrs = {"advisor.result": json_safe(result.to_dict()), "advisor.status": result.status,
              "advisor.params": json_safe(params)}
@@ -106,8 +108,9 @@ def _record(study: optuna.Study, params: dict, result: TrialResult) -> None:
     else:
         values = None
         state = optuna.trial.TrialState.PRUNED if result.status == "pruned" else optuna.trial.TrialState.FAIL
-    # Random draws need no Optuna distributions; the config lives in the result.
-    study.add_trial(optuna.trial.create_trial(values=values, state=state, user_attrs=attrs))
+    knobs, distributions = knob_params(result.config)
+    study.add_trial(optuna.trial.create_trial(values=values, state=state, user_attrs=attrs, params=knobs,
+                                              distributions=distributions))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -179,7 +179,7 @@ def record(study: Any, key: str, result: TrialResult, extra: Mapping[str, Any] |
     """Store one measured trial the way collect.py and advisor.tuning do."""
     import optuna
 
-    from advisor._tuning._read import json_safe  # the JSON-safe form advisor.tuning stores
+    from advisor._tuning._read import json_safe, knob_params  # the forms advisor.tuning stores
 
     attrs = {RESULT_ATTR: json_safe(result.to_dict()), "advisor.status": result.status, KEY_ATTR: key,
              **json_safe(dict(extra or {}))}
@@ -191,7 +191,9 @@ def record(study: Any, key: str, result: TrialResult, extra: Mapping[str, Any] |
     else:
         values = None
         state = optuna.trial.TrialState.PRUNED if result.status == "pruned" else optuna.trial.TrialState.FAIL
-    study.add_trial(optuna.trial.create_trial(values=values, state=state, user_attrs=attrs))
+    knobs, distributions = knob_params(result.config)  # swept knobs show (and slice) in optuna-dashboard
+    study.add_trial(optuna.trial.create_trial(values=values, state=state, user_attrs=attrs, params=knobs,
+                                              distributions=distributions))
 
 
 def run_cells(cells: Sequence[Cell], *, storage: str, cores: Sequence[int], limits: Any,
