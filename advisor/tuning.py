@@ -232,6 +232,7 @@ def run_study(
     interrupted, notes = False, list[str]()
     with sigterm_as_interrupt():
         if workers == 1:
+            watcher = _Watcher(study_name, storage, spec, progress) if progress is not None else None
             try:
                 interrupted = worker_loop(
                     study, space=the_space, cores=None, seed=seed,
@@ -239,6 +240,9 @@ def run_study(
                     worker="local-0", parallel=False, progress=progress)
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                if watcher is not None:
+                    watcher.stop()
         else:
             def poll() -> None:
                 if progress is not None:
@@ -249,6 +253,41 @@ def run_study(
                 workdir=workdir, poll=poll)
     return _summary(study, spec, storage=storage, workers=workers, started=started,
                     interrupted=interrupted, notes=notes)
+
+
+class _Watcher:
+    """Calls ``progress`` about once a second from a thread of its own while the one in-process
+    worker trains, so the running trial's epochs show between trials. It reads the study through
+    its own storage connection and never writes."""
+
+    def __init__(self, study_name: str, storage: str, spec: StudySpec,
+                 progress: Callable[[StudyProgress], None], every_s: float = 1.0) -> None:
+        import threading
+
+        self._stop = threading.Event()
+        self._args = (study_name, storage, spec, progress, every_s)
+        self._thread = threading.Thread(target=self._run, name="advisor-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import optuna
+
+        study_name, storage, spec, progress, every_s = self._args
+        try:
+            study = optuna.load_study(study_name=study_name,
+                                      storage=open_storage(storage, heartbeat_interval=None, grace_period=None))
+        except Exception as exc:  # noqa: BLE001 - no live rows then; the per-trial updates remain
+            logger.debug("progress watcher not started: %s", exc)
+            return
+        while not self._stop.wait(every_s):
+            try:
+                progress(progress_of(study, spec))
+            except Exception as exc:  # noqa: BLE001 - a display must never stop a study
+                logger.debug("progress not read: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 def _summary(study: Any, spec: StudySpec, *, storage: str, workers: int, started: float,

@@ -17,6 +17,8 @@ RESULT_ATTR = "advisor.result"
 STATUS_ATTR = "advisor.status"
 ERROR_ATTR = "advisor.error"
 PRUNE_ATTR = "advisor.pruned_because"
+#: A running trial's last epoch: ``{"epoch", "epochs", "accuracy", "elapsed_s"}`` (live display).
+EPOCH_ATTR = "advisor.progress"
 #: The process that runs a trial, ``host:pid`` (:func:`process_identity`): a worker's parent can
 #: find the trials of a worker it had to kill.
 PROCESS_ATTR = "advisor.process"

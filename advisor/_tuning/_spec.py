@@ -7,17 +7,17 @@ created, so a worker needs only the study name and the storage URL.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from advisor import __version__
 from advisor._tuning._early_stopping import EarlyStopping
-from advisor._tuning._read import SPEC_ATTR, TrialCounts, count_trials, front_of, json_safe
+from advisor._tuning._read import EPOCH_ATTR, SPEC_ATTR, TrialCounts, count_trials, front_of, json_safe
 from advisor.errors import InvalidParameterError, StorageError
-from advisor.pareto import Constraint, ParetoFront, parse_constraint
+from advisor.pareto import OBJECTIVES, Constraint, ParetoFront, parse_constraint
 from advisor.records import Workload
 from advisor.space import SearchSpace, combined_space, space_from_document
 
-__all__ = ["StudyProgress", "StudySpec", "StudySummary", "check_budget", "progress_of", "read_spec"]
+__all__ = ["RunningTrial", "StudyProgress", "StudySpec", "StudySummary", "check_budget", "progress_of", "read_spec"]
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,27 @@ class StudySpec:
 
 
 @dataclass(frozen=True)
+class RunningTrial:
+    """A trial that is running now, as far as its last finished epoch."""
+
+    number: int
+    elapsed_s: float
+    epoch: int | None = None
+    epochs: int | None = None
+    accuracy: float | None = None
+
+
+@dataclass(frozen=True)
 class StudyProgress:
-    """Where a study stands (passed to the progress callback)."""
+    """Where a study stands (passed to the progress callback).
+
+    Attributes:
+        running: The running trials, with their last finished epoch (read from the storage, so
+            the trials of every worker show).
+        best: The best finished trial on the first objective, in words ("" before the first).
+        eta_s: Seconds until the budget is finished, from the median duration of the finished
+            trials and the number running at once; ``None`` before the first finishes.
+    """
 
     study: str
     n_trials: int
@@ -95,6 +114,9 @@ class StudyProgress:
     front_size: int
     hypervolume: float
     last: str = ""
+    running: tuple[RunningTrial, ...] = ()
+    best: str = ""
+    eta_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,10 +144,44 @@ class StudySummary:
 
 
 def progress_of(study: Any, spec: StudySpec, *, last: str = "") -> StudyProgress:
+    import datetime as dt
+    import statistics
+
     trials = study.get_trials(deepcopy=False)
     front = front_of(trials, spec.objectives, study=study.study_name)
-    return StudyProgress(study=study.study_name, n_trials=spec.n_trials, counts=count_trials(trials),
-                         front_size=len(front.points), hypervolume=front.hypervolume, last=last)
+    counts = count_trials(trials)
+    now = dt.datetime.now()
+    running = []
+    for t in trials:
+        if t.state.name != "RUNNING" or t.datetime_start is None:
+            continue
+        live = t.user_attrs.get(EPOCH_ATTR) or {}
+        running.append(RunningTrial(number=t.number, elapsed_s=max(0.0, (now - t.datetime_start).total_seconds()),
+                                    epoch=live.get("epoch"), epochs=live.get("epochs"),
+                                    accuracy=live.get("accuracy")))
+    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+                 if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and t.datetime_start and t.datetime_complete]
+    eta = None
+    left = max(0, spec.n_trials - counts.finished)
+    if durations:
+        at_once = max(1, len(running))
+        eta = statistics.median(durations) * left / at_once
+        # the running trials are part way through
+        eta = max(0.0, eta - sum(r.elapsed_s for r in running) / at_once) if left else 0.0
+    return StudyProgress(study=study.study_name, n_trials=spec.n_trials, counts=counts,
+                         front_size=len(front.points), hypervolume=front.hypervolume, last=last,
+                         running=tuple(running), best=_best(front, spec.objectives), eta_s=eta)
+
+
+def _best(front: Any, objectives: Sequence[str]) -> str:
+    """The front's best point on the first objective, with the others, in words."""
+    if not front.points:
+        return ""
+    first = objectives[0]
+    pick = (max if OBJECTIVES[first].direction == "maximize" else min)(front.points, key=lambda p: p.values[first])
+    parts = [f"{n} {pick.values[n]:.4g}" + (f" {OBJECTIVES[n].unit}" if OBJECTIVES[n].unit else "")
+             for n in objectives]
+    return f"trial {pick.trial_number}: " + ", ".join(parts)
 
 
 def read_spec(study: Any) -> StudySpec:

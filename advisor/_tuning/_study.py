@@ -22,7 +22,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 from advisor._tuning._early_stopping import optimistic_point, prune_decision
 from advisor._tuning._outage import STORAGE_OUTAGE_S, first_line, is_outage, outage_error, retry_storage
 from advisor._tuning._read import (
-    ERROR_ATTR, PROCESS_ATTR, PRUNE_ATTR, RESULT_ATTR, STATUS_ATTR, count_trials, front_of, json_safe,
+    EPOCH_ATTR, ERROR_ATTR, PROCESS_ATTR, PRUNE_ATTR, RESULT_ATTR, STATUS_ATTR, count_trials, front_of, json_safe,
     process_identity,
 )
 from advisor._tuning._samplers import make_sampler
@@ -175,28 +175,51 @@ def make_objective(spec: StudySpec, space: SearchSpace, *, cores: Sequence[int] 
             trial.set_user_attr(ERROR_ATTR, f"invalid config: {exc}")
             raise _TrialFailed(f"invalid config: {exc}") from None
 
-        on_epoch = None
+        started = time.monotonic()
+        written = [0.0]
+
+        def note_epoch(record: EpochRecord) -> None:
+            # The running trial's epoch, accuracy and elapsed time, for the live display of any
+            # process watching the study (tune's own, or one per worker machine): at most one
+            # write a second (short epochs), and always the last epoch.
+            now = time.monotonic()
+            if now - written[0] < 1.0 and record.epoch < config.epochs:
+                return
+            written[0] = now
+            with _shielded():
+                try:
+                    trial.set_user_attr(EPOCH_ATTR, {
+                        "epoch": record.epoch, "epochs": config.epochs, "accuracy": record.test_accuracy,
+                        "elapsed_s": round(time.monotonic() - started, 1)})
+                except Exception as exc:  # noqa: BLE001 - a display hint: never fail a trial for it
+                    logger.debug("progress of trial %d not written: %s", trial.number, exc)
+
+        done: list[Any] = []
+        front: list[Any] = []
+        curve: list[EpochRecord] = []
         if stopping is not None:
             done = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             front = [p.values for p in front_of(done, spec.objectives).points]
-            curve: list[EpochRecord] = []
 
-            def on_epoch(record: EpochRecord) -> bool:
-                curve.append(record)
-                point = optimistic_point(
-                    epochs_done=record.epoch, epochs_total=config.epochs,
-                    train_time_s=record.train_time_s, epoch_times=[r.epoch_time_s for r in curve],
-                    accuracies=[r.test_accuracy for r in curve],
-                    peak_memory_mb=record.peak_memory_mb, settings=stopping)
-                if record.epoch >= config.epochs:
-                    return True
-                reason = prune_decision(point, objectives=spec.objectives, front=front,
-                                        n_completed=len(done), constraints=constraints, settings=stopping)
-                if reason is not None:
-                    with _shielded():
-                        trial.set_user_attr(PRUNE_ATTR, f"after epoch {record.epoch}: {reason}")
-                    return False
+        def on_epoch(record: EpochRecord) -> bool:
+            note_epoch(record)
+            if stopping is None:
                 return True
+            curve.append(record)
+            point = optimistic_point(
+                epochs_done=record.epoch, epochs_total=config.epochs,
+                train_time_s=record.train_time_s, epoch_times=[r.epoch_time_s for r in curve],
+                accuracies=[r.test_accuracy for r in curve],
+                peak_memory_mb=record.peak_memory_mb, settings=stopping)
+            if record.epoch >= config.epochs:
+                return True
+            reason = prune_decision(point, objectives=spec.objectives, front=front,
+                                    n_completed=len(done), constraints=constraints, settings=stopping)
+            if reason is not None:
+                with _shielded():
+                    trial.set_user_attr(PRUNE_ATTR, f"after epoch {record.epoch}: {reason}")
+                return False
+            return True
 
         granted = list(cores)[: config.threads] if cores else None
         # The trial's process is being spawned; an ISO time reads well in optuna-dashboard.

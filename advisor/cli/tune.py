@@ -79,27 +79,60 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
 
 
 class _Display:
-    """The Rich progress line on stderr: trials done, running, failed, front size, hypervolume."""
+    """Live progress on stderr: the bar (trials finished of the budget), the front and its
+    hypervolume, one row per running trial (its epoch, test accuracy so far and elapsed time),
+    the best finished trial and an ETA. Rows come from the storage, so every worker's trials show."""
 
     def __init__(self, total: int, name: str) -> None:
+        from rich.console import Group
+        from rich.live import Live
+        from rich.text import Text
+
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err, transient=False,
         )
         self.task = self.progress.add_task(f"study {name}", total=total, status="starting")
+        self.rows = Text("")
+        self.last = ""  # the last finished trial, kept between the watcher's updates
+        self.live = Live(Group(self.progress, self.rows), console=err, refresh_per_second=2, transient=False)
 
     def __enter__(self) -> "_Display":
-        self.progress.start()
+        self.live.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.progress.stop()
+        self.live.stop()
 
     def __call__(self, p: "StudyProgress") -> None:
         c = p.counts
-        status = (f"running {c.running} · ok {c.complete} · pruned {c.pruned} · failed {c.failed} · "
-                  f"front {p.front_size} · HV {p.hypervolume:.4f}" + (f" · {p.last}" if p.last else ""))
+        status = (f"ok {c.complete} · pruned {c.pruned} · failed {c.failed} · front {p.front_size} · "
+                  f"hypervolume {p.hypervolume:.4f}")
         self.progress.update(self.task, completed=min(c.finished, p.n_trials), total=p.n_trials, status=status)
+        lines = []
+        for r in p.running:
+            epoch = f"epoch {r.epoch}/{r.epochs}" if r.epoch is not None else "starting"
+            acc = f" · accuracy {r.accuracy:.4f}" if r.accuracy is not None else ""
+            lines.append(f"  trial {r.number}: {epoch}{acc} · {r.elapsed_s:.0f} s")
+        tail = []
+        if p.best:
+            tail.append(f"best {p.best}")
+        if p.eta_s is not None and c.finished < p.n_trials:
+            tail.append(f"ETA {_duration(p.eta_s)}")
+        self.last = p.last or self.last
+        if self.last:
+            tail.append(self.last)
+        if tail:
+            lines.append("  " + " · ".join(tail))
+        self.rows.plain = "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def front_table(front: Any, *, title: str) -> Table:
