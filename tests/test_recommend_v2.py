@@ -183,6 +183,10 @@ def test_closed_loop_measures_halves_and_resumes(shipped: tuple[Path, Path], tmp
     assert loop.winner.test_accuracy == max(r.test_accuracy or 0 for r in loop.runs if r.rung == loop.winner.rung)
     assert sorted(kb.read(path)["trial_id"]) == sorted(r.trial_id for r in loop.runs)  # every run remembered
     assert lines and lines[0].startswith("rung 0:")
+    # the running trial's epochs show, with the best so far and the budget left
+    epochs = [line for line in lines if line.startswith("    epoch ")]
+    assert epochs and all("s of budget left" in line for line in epochs)
+    assert any("best so far" in line for line in epochs)
     again = closed_loop(rec, 90.0, knowledge_path=path, workdir=tmp_path / "trials")
     assert again.resumed == len(loop.runs) and len(kb.read(path)) == len(loop.runs)  # nothing run twice
 

@@ -119,6 +119,28 @@ def check_budget(rec: Recommendation, budget_s: float) -> None:
                               f"{math.ceil(quickest * 1.5)}s or more.")
 
 
+def _epoch_line(on_progress: Callable[[str], None], result: LoopResult, budget_s: float,
+                t0: float, epochs: int) -> Callable[[Any], bool]:
+    """The running trial's progress, at most once a second and at its last epoch: its epoch,
+    test accuracy and elapsed time, the best measured so far and the budget left."""
+    shown = [0.0]
+
+    def hook(record: Any) -> bool:
+        now = time.monotonic()
+        if now - shown[0] >= 1.0 or record.epoch >= epochs:
+            shown[0] = now
+            measured = [r for r in result.runs if r.test_accuracy is not None and r.status == "ok"]
+            best = max(measured, key=lambda r: r.test_accuracy or 0.0) if measured else None
+            left = budget_s - result.spent_s - (now - t0)
+            acc = "-" if record.test_accuracy is None else f"{record.test_accuracy:.4f}"
+            on_progress(f"    epoch {record.epoch}/{epochs} · accuracy {acc} · {now - t0:.0f} s"
+                        + (f" · best so far {best.test_accuracy:.4f} ({best.label})" if best else "")
+                        + f" · {max(0.0, left):.0f} s of budget left")
+        return True
+
+    return hook
+
+
 def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = None,
                 knowledge_path: str | Path | None = None, workdir: str | Path | None = None,
                 on_progress: Callable[[str], None] | None = None,
@@ -172,7 +194,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                                 f"predicted {predicted:.0f} s; {budget_s - result.spent_s:.0f} s of budget left")
                 t0 = time.monotonic()
                 trial = runner(workload, cfg, limits=harness.Limits(wall_time_s=max(60.0, 3 * predicted + 120)),
-                               workdir=workdir)
+                               workdir=workdir,
+                               on_epoch=None if on_progress is None else _epoch_line(on_progress, result, budget_s, t0, epochs))
                 wall = time.monotonic() - t0
                 r = LoopRun(_label(c), rung, epochs, cfg.to_dict(), c.model, trial.status, trial.train_time_s,
                             trial.test_accuracy, wall, trial.trial_id, predicted,
