@@ -222,28 +222,50 @@ def recommend(
     has_bounds = any(v is not None for v in (constraints.max_time_s, constraints.min_accuracy,
                                               constraints.max_memory_mb))
     confidence = None
-    unsure = False
+    unsure = best_shot = False
     if has_bounds:
-        check_constraints(constraints, t[1], a[1], m[1])  # one line naming the binding bound when none can
-        confidence = CONFIDENCE
-        # A predicted-only candidate from a random draw must be surer than a trusted one: among
-        # thousands of draws some are over-predicted by chance.
-        eligible = p >= np.where(trusted, CONFIDENCE, EXPLORATORY_CONFIDENCE)
-        if not eligible.any():
-            eligible = p >= UNSURE_FLOOR
-            confidence = UNSURE_FLOOR
-            unsure = True
-            notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; "
-                         f"the choices below meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%}).")
-        if not eligible.any():
-            raise ConstraintError(_impossible(constraints, t, a, p))
+        try:
+            check_constraints(constraints, t[1], a[1], m[1])  # one line naming the binding bound when none can
+            confidence = CONFIDENCE
+            # A predicted-only candidate from a random draw must be surer than a trusted one: among
+            # thousands of draws some are over-predicted by chance.
+            eligible = p >= np.where(trusted, CONFIDENCE, EXPLORATORY_CONFIDENCE)
+            if not eligible.any():
+                eligible = p >= UNSURE_FLOOR
+                confidence = UNSURE_FLOOR
+                unsure = True
+                notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; "
+                             f"the choices below meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%}).")
+            if not eligible.any():
+                raise ConstraintError(_impossible(constraints, t, a, p))
+        except ConstraintError:
+            level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)
+            shots = _best_shots(constraints, level_unknown, t, a, m,
+                                ceiling=1.0 - 1.0 / max(1, workload.test_samples))
+            if shots is None:
+                raise
+            eligible, best_shot, unsure = shots, True, True
+            notes.append(
+                f"The table does not hold this workload, so its accuracy level is extrapolated: no configuration "
+                f"is {UNSURE_FLOOR:.0%} likely to reach {constraints.min_accuracy:g} by the prediction, but "
+                f"{int(shots.sum())} may (the target lies within their bands). The choices are the best shots, "
+                f"the highest predicted accuracy first; measure them on your data (--budget or --verify) before relying on one.")
     else:
         eligible = np.ones(len(cands), dtype=bool)
     eligible &= fits
     if not eligible.any():
         raise ConstraintError(f"No configuration fits the {device.memory_gib:g} GiB of {device.name}."
                               if device is not None else "No configuration meets the constraints.")
-    if unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
+    if best_shot:
+        # The level is unknown but the ranking of configurations transfers: the highest predicted
+        # accuracy first (a random draw on its band's low side), the faster first among those
+        # within BEST_SHOT_TIE of accuracy.
+        idx = np.flatnonzero(eligible)
+        level = np.floor((a_c[idx].max() - a_c[idx]) / BEST_SHOT_TIE)
+        order = [int(i) for i in idx[np.lexsort((t_c[idx], level))]]
+        how = (f"best shots: the highest predicted accuracy first, the faster first within "
+               f"{BEST_SHOT_TIE:g} of accuracy")
+    elif unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
         idx = np.flatnonzero(eligible)
         surest = p[idx] - np.where(trusted[idx], 0.0, EXPLORATORY_CONFIDENCE - CONFIDENCE)
         order, how = [int(i) for i in idx[np.lexsort((t_c[idx], -surest))]], "most likely to meet the constraints first"
@@ -254,7 +276,8 @@ def recommend(
         # Never worse than the obvious default unless the evidence says so: an unmeasured pick
         # replaces it only when it is likely to be better on what the question asks.
         keep, first = int(baseline_idx[0]), int(order[0])
-        by_time = (constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast"
+        by_time = ((constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast") \
+            and not best_shot  # a best shot is about reaching the target at all: compare accuracy
         chance = (_p_better(t, first, keep, log=True, lower=True) if by_time
                   else _p_better(a, first, keep, log=False, lower=False))
         if chance < SWITCH_CONFIDENCE:
@@ -298,9 +321,15 @@ def recommend(
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
 TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
+#: Best shots whose predicted accuracy is within this of the highest count as equally good; the
+#: faster of them goes first.
+BEST_SHOT_TIE = 0.005
 #: Below :data:`CONFIDENCE` for every candidate, the surest ones down to this probability are shown
 #: with a warning; below it for every candidate, the request is refused as impossible.
 UNSURE_FLOOR = 0.6
+#: Extrapolation reasons that leave the workload's accuracy level unknown (another dataset, kind
+#: of data or training size than any measured): there a reachable-looking target gets best shots.
+ACCURACY_LEVEL_REASONS = ("no measured trials on data like", "itself: its accuracy level", "training samples is far outside")
 #: Extrapolation reasons about hardware (see ``_recommend._evidence.extrapolation``): only these widen time and memory.
 HARDWARE_REASONS = ("the knowledge base has no measured", "no measured trials on GPU model")
 #: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
@@ -476,6 +505,29 @@ def _order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Cons
     if prefer == "balanced":
         ordered = spread(ordered, t[idx], a[idx], m[idx], top)
     return [int(idx[j]) for j in ordered], f"the Pareto front ordered by preference '{prefer}'"
+
+
+def _best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
+                m: list[np.ndarray], *, ceiling: float) -> np.ndarray | None:
+    """Candidates that may still meet an accuracy bound on data the table does not hold.
+
+    There (``level_unknown``: a dataset, or kind of data, without measured trials), the accuracy
+    *level* is an extrapolation (the band is widened) while the ranking of configurations
+    transfers better; refusing a reachable target because the predicted medians sit low would
+    leave the user with nothing. The candidates whose band's upper edge reaches the bound (and
+    whose medians meet any time or memory bound) are returned. ``None`` when the level is known
+    (a hardware extrapolation keeps the dataset's measured level), the bound is not on accuracy,
+    it asks for every test sample right (above ``ceiling``), or no band reaches it: then the
+    refusal stands.
+    """
+    if c.min_accuracy is None or not level_unknown or c.min_accuracy > ceiling:
+        return None
+    mask = a[2] >= c.min_accuracy
+    if c.max_time_s is not None:
+        mask &= t[1] <= c.max_time_s
+    if c.max_memory_mb is not None:
+        mask &= m[1] <= c.max_memory_mb
+    return mask if mask.any() else None
 
 
 def _impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.ndarray) -> str:

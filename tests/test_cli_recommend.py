@@ -152,7 +152,8 @@ def test_knowledge_export_merge_info(tmp_path: Path) -> None:
     out = tmp_path / "a.csv.gz"
     result = runner.invoke(app, ["knowledge", "export", "--storage", url, "--study", "cli", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"rows": 5, "skipped": 1, "studies": ["cli"], "out": str(out)}
+    assert json.loads(result.stdout) == {"rows": 5, "skipped": 1, "unreadable": 0, "unreadable_reasons": [],
+                                         "studies": ["cli"], "out": str(out)}
 
     other = tmp_path / "b.csv.gz"
     kb.write(rows(3, seed=7), other)

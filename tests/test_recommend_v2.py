@@ -227,3 +227,30 @@ def test_max_time_ranks_on_accuracy_and_breaks_only_exact_ties_towards_the_longe
         assert key(earlier) >= key(later)
         if key(earlier) == key(later):
             assert earlier.time_s.mid >= later.time_s.mid or earlier.source not in rc.TRUSTED_SOURCES
+
+
+def test_a_target_on_an_unmeasured_dataset_gets_best_shots_and_an_impossible_one_a_line(
+        shipped: tuple[Path, Path]) -> None:
+    """Fashion-MNIST is not in the test table (digits, MNIST, CIFAR-10): its accuracy level is
+    extrapolated. A target above every predicted median but within the widened bands is answered
+    with best shots (likeliest first, said so), not refused; one that needs every test sample
+    right is refused in one line; on a measured dataset the refusal stands as before."""
+    free = _rec(shipped, "fashion-mnist", top=1)
+    assert any("no measured trials on fashion-mnist itself" in r for r in free.reasons)
+    with pytest.raises(ConstraintError) as info:
+        _rec(shipped, "fashion-mnist", constraints=rc.Constraints(min_accuracy=0.99999))
+    assert "\n" not in str(info.value) and "relax" in str(info.value)
+    best = max(_rec(shipped, "fashion-mnist", top=200).choices, key=lambda c: c.accuracy.mid)
+    target = round(best.accuracy.mid + 0.5 * (best.accuracy.hi - best.accuracy.mid), 4)  # above every median
+    assert best.accuracy.mid < target < min(best.accuracy.hi, 1 - 1 / free.workload.test_samples)
+    rec = _rec(shipped, "fashion-mnist", constraints=rc.Constraints(min_accuracy=target), prefer="fast", top=3)
+    assert rec.choices and "best shots" in rec.ranking
+    assert any("the choices are the best shots" in w.lower() for w in rec.warnings)
+    assert all(c.accuracy.hi >= target for c in rec.choices)
+    # the highest predicted accuracy first (a random draw on its band's low side), within the tie
+    conservative = [c.accuracy.mid if c.source in rc.TRUSTED_SOURCES else c.accuracy.lo for c in rec.choices]
+    assert conservative[0] >= max(conservative) - rc.BEST_SHOT_TIE - 1e-9
+    known = max(_rec(shipped, "mnist", top=200).choices, key=lambda c: c.accuracy.mid)
+    above = round(known.accuracy.mid + 0.5 * (1 - known.accuracy.mid), 4)
+    with pytest.raises(ConstraintError, match="relax"):
+        _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=above))

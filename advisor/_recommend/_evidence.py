@@ -119,6 +119,11 @@ def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target
         seen = ", ".join(f"{a}x{b}x{cc}/{k} classes" for a, b, cc, k in sorted(shapes, key=str)[:4]) or "none"
         reasons.append(f"no measured trials on data like {h}x{w}x{c} with {workload.num_classes} classes "
                        f"(measured: {seen})")
+    elif workload.dataset not in {table["dataset_name"][i] for i in ok}:
+        # Data of a measured kind, but not this dataset: how hard it is (its accuracy level) is
+        # predicted from the others, with the held-out error the model card reports.
+        reasons.append(f"no measured trials on {workload.dataset} itself: its accuracy level is predicted from "
+                       f"other datasets of its kind (see the model card's leave-one-dataset-out error)")
     sizes = [table["train_samples"][i] for i in ok if table["train_samples"][i]]
     if sizes and not (min(sizes) / 4 <= workload.train_samples <= max(sizes) * 4):
         reasons.append(f"{workload.train_samples} training samples is far outside the measured "
