@@ -89,6 +89,8 @@ FULL_SIZE = ("mnist", "fashion-mnist", "cifar10")
 FRAMEWORK_WEIGHTS = {"torch": 0.5, "tensorflow": 0.2, "onnxruntime": 0.2, "sklearn": 0.1}
 SKLEARN_MODELS = ("mlp",)
 MAX_EPOCHS = 30
+#: Knobs that change the time of an epoch several-fold: the epoch-time estimate matches on them.
+SPEED_SWITCHES = ("bfloat16", "onednn", "compile", "channels_last", "xla")
 
 
 def study_name(dataset: str, size: int | None) -> str:
@@ -154,11 +156,14 @@ class Collector:
         return min(full, key=lambda d: (counts[d], self.rng.random())), None
 
     def _epoch_seconds(self, results: list[dict[str, Any]], fw: str, dataset: str, model: str, n: int,
-                       batch: int) -> float:
-        """Seconds per epoch on one core, from the trial like it with the nearest batch size (its
-        epoch time scaled by the training size, half per sample and half per step), else from the
-        model's FLOPs and a per-step overhead."""
+                       batch: int, params: dict[str, Any] | None = None) -> float:
+        """Seconds per epoch on one core, from the trial like it with the nearest batch size and
+        the same speed switches (its epoch time scaled by the training size, half per sample and
+        half per step), else from the model's FLOPs and a per-step overhead. A differing speed
+        switch (bfloat16, oneDNN, compile, channels_last, XLA) counts as far as a 2.7x batch size:
+        bfloat16 without oneDNN, for one, runs several times slower per epoch."""
         best: tuple[float, float] | None = None
+        wanted = {k: (params or {}).get(k) for k in SPEED_SWITCHES}
         for r in results:
             w, c = r.get("workload") or {}, r.get("config") or {}
             if (c.get("framework"), w.get("dataset"), w.get("model")) != (fw, dataset, model):
@@ -169,7 +174,8 @@ class Collector:
             size = w.get("train_samples") or PLANS[dataset].full
             bs = int(c["batch_size"])
             estimate = float(np.median(times)) * (n / size) * (0.5 + 0.5 * bs / batch)
-            distance = abs(math.log(bs / batch))
+            distance = abs(math.log(bs / batch)) + sum(
+                1.0 for k, v in wanted.items() if v is not None and bool(c.get(k)) != bool(v))
             if best is None or distance < best[0]:
                 best = (distance, estimate)
         if best is not None:
@@ -191,7 +197,7 @@ class Collector:
         params["threads"] = 1
         params.update(forced)
         n = size or plan.full
-        epoch_s = self._epoch_seconds(results, fw, dataset, model, n, int(params.get("batch_size", 128)))
+        epoch_s = self._epoch_seconds(results, fw, dataset, model, n, int(params.get("batch_size", 128)), params)
         budget = plan.trial_seconds * self.args.time_scale * (1.0 if size is None else 0.5)
         cap = int(max(1, min(MAX_EPOCHS, budget // max(epoch_s, 1e-3))))
         # Longer runs teach more: every epoch of a run is a reading of its learning curve.
