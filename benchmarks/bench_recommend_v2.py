@@ -135,7 +135,8 @@ def run(args: argparse.Namespace) -> None:
                     cfg = Config.from_dict({**choice.config, "seed": rep, "threads": len(cores), "epochs": epochs})
                     t0 = time.time()
                     result = run_trial(workload, cfg, cores=cores,
-                                       limits=Limits(wall_time_s=max(600.0, 3 * choice.time_s.hi + 120)))
+                                       limits=Limits(wall_time_s=min(args.max_trial_s or float("inf"),
+                                                                     max(600.0, 3 * choice.time_s.hi + 120))))
                     record = {
                         "key": key, "arm": arm, "repeat": rep, "dataset": dataset, "question": label,
                         "constraints": {"max_time_s": constraints.max_time_s, "min_accuracy": constraints.min_accuracy},
@@ -309,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rounds", type=int, default=150)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--workdir", default="/tmp/advisor-bench-recommend-v2")
+    r.add_argument("--max-trial-s", type=float, default=None,
+                   help="cap on one verified run's wall time (a run stopped there counts as not meeting its question)")
     sub.add_parser("render")
     args = ap.parse_args(argv)
     (run if args.cmd == "run" else render)(args)
