@@ -15,14 +15,14 @@ Nothing here imports a deep-learning framework or Optuna, and LightGBM only when
 :func:`verify` runs chosen configurations for real through the harness.
 
 This module wires the steps together; each lives in a private module of ``advisor._recommend``
-(``_workload``, ``_candidates``, ``_constraints``, ``_ranking``, ``_evidence``, ``_result``,
-``_verify``), and the public names are re-exported here.
+(``_workload``, ``_candidates``, ``_baseline``, ``_portfolio``, ``_constraints``, ``_ranking``,
+``_rules``, ``_device``, ``_evidence``, ``_result``, ``_verify``, ``_budget``), and the public
+names are re-exported here.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -35,6 +35,16 @@ from advisor._recommend._constraints import CONFIDENCE, Constraints, check_const
 from advisor._recommend._portfolio import build_portfolio, load_portfolio
 from advisor._recommend._evidence import EVIDENCE_K, TrialSpace, extrapolation, nearest_trials, widen
 from advisor._recommend._ranking import PREFERENCES, front_layers, pareto_mask, rank, spread
+from advisor._recommend._device import device_figures as _device_figures
+from advisor._recommend._rules import (
+    ACCURACY_LEVEL_REASONS, BEST_SHOT_TIE, EXPLORATORY_CONFIDENCE, HARDWARE_REASONS, SWITCH_CONFIDENCE,
+    TRUSTED_SOURCES, UNSURE_FLOOR,
+)
+from advisor._recommend._rules import best_shots as _best_shots
+from advisor._recommend._rules import impossible as _impossible
+from advisor._recommend._rules import monotone_over_epochs as _monotone_over_epochs
+from advisor._recommend._rules import order as _order
+from advisor._recommend._rules import p_better as _p_better
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
 from advisor._recommend._verify import Verification, verify
 from advisor._recommend._workload import Target, WorkloadInfo, describe_workload, resolve_target
@@ -318,24 +328,6 @@ def recommend(
     )
 
 
-#: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
-#: conservative side).
-TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
-#: Best shots whose predicted accuracy is within this of the highest count as equally good; the
-#: faster of them goes first.
-BEST_SHOT_TIE = 0.005
-#: Below :data:`CONFIDENCE` for every candidate, the surest ones down to this probability are shown
-#: with a warning; below it for every candidate, the request is refused as impossible.
-UNSURE_FLOOR = 0.6
-#: Extrapolation reasons that leave the workload's accuracy level unknown (another dataset, kind
-#: of data or training size than any measured): there a reachable-looking target gets best shots.
-ACCURACY_LEVEL_REASONS = ("no measured trials on data like", "itself: its accuracy level", "training samples is far outside")
-#: Extrapolation reasons about hardware (see ``_recommend._evidence.extrapolation``): only these widen time and memory.
-HARDWARE_REASONS = ("the knowledge base has no measured", "no measured trials on GPU model")
-#: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
-SWITCH_CONFIDENCE = 0.8
-#: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
-EXPLORATORY_CONFIDENCE = 0.9
 #: Models considered when the user names none: the workload's default and every model the table
 #: holds at least this many completed trials of.
 MODEL_MIN_TRIALS = 20
@@ -343,63 +335,6 @@ MODEL_MIN_TRIALS = 20
 
 #: The same training run on a CPU: what the accuracy model of CPU trials is asked about a GPU run.
 CPU_VIEW = {"device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
-
-
-def _device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
-                    ) -> tuple[tuple[list[np.ndarray], list[np.ndarray], np.ndarray], str]:
-    """Time and memory bands from :mod:`advisor.devices` (roofline ... expected ... 3x expected,
-    capped at the roofline's :data:`~advisor.devices.MAX_SLOWDOWN`), and which candidates fit."""
-    import math
-
-    from advisor import devices
-
-    n = len(cands)
-    t = [np.zeros(n), np.zeros(n), np.zeros(n)]
-    m = [np.zeros(n), np.zeros(n), np.zeros(n)]
-    fits = np.ones(n, dtype=bool)
-    for i, c in enumerate(cands):
-        step = devices.estimate_model_step(device, c.config, c.model or workload.model, workload.input_shape,
-                                           workload.num_classes)
-        steps = math.ceil(workload.train_samples / c.config.batch_size) * c.config.epochs
-        t[0][i], t[1][i] = steps * step.roofline_s, steps * step.expected_s
-        t[2][i] = min(3 * t[1][i], devices.MAX_SLOWDOWN * t[0][i])
-        m[0][i], m[1][i], m[2][i] = 0.8 * step.memory_mib, step.memory_mib, 1.25 * step.memory_mib
-        fits[i] = step.memory_mib <= device.memory_gib * 1024
-    line = (f"time and memory come from the device model of the {device.name} ({device.fp32_tflops:g} TFLOP/s FP32, "
-            f"{device.bf16_tflops or device.fp16_tflops or device.fp32_tflops:g} at 16 bits, {device.bandwidth_gbs:g} GB/s, "
-            f"{device.memory_gib:g} GiB; --gpu-model to change): the band runs from the roofline to "
-            f"{devices.MAX_SLOWDOWN:g}x it; accuracy from the CPU trials' model (the same run trains to the same "
-            "accuracy on any device)")
-    return (t, m, fits), line
-
-
-def _monotone_over_epochs(cands: list[Candidate], a: list[np.ndarray]) -> None:
-    """The learning-curve prior, in place: a recipe offered at several run lengths (the obvious
-    default and the portfolio, over the epoch grid) is predicted at least as accurate when it trains
-    longer (its schedule laid over the longer run). Trees fitted without the dataset often predict a
-    flat or noisy accuracy over epochs; a running maximum keeps the longer runs from looking worse."""
-    families: dict[str, list[int]] = {}
-    for i, c in enumerate(cands):
-        if c.source in ("default", "portfolio") and c.measured is None:
-            key = json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
-            families.setdefault(key, []).append(i)
-    for idx in families.values():
-        idx.sort(key=lambda i: cands[i].config.epochs)
-        for band in a:
-            band[idx] = np.maximum.accumulate(band[idx])
-
-
-def _p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool) -> float:
-    """P(candidate ``i`` beats ``b``) on one figure, each normal (log-normal for time) with its band's
-    spread, taken as independent: lower is better for time, higher for accuracy."""
-    from statistics import NormalDist
-
-    z90 = NormalDist().inv_cdf(0.9)
-    f = np.log if log else (lambda v: v)
-    lo, mid, hi = (f(np.maximum(band[k][[i, b]], 1e-12)) if log else band[k][[i, b]] for k in range(3))
-    sd = np.maximum((hi - lo) / (2 * z90), 1e-9)
-    diff = (mid[1] - mid[0]) if lower else (mid[0] - mid[1])
-    return float(NormalDist().cdf(diff / float(np.sqrt(np.sum(sd ** 2)))))
 
 
 @functools.lru_cache(maxsize=1)
@@ -486,63 +421,6 @@ def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surr
             info = replace(info, landmark=workload.landmark)
         x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides), surrogate.schema)
     return x
-
-
-def _order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Constraints, prefer: str,
-           top: int) -> tuple[list[int], str]:
-    """The eligible candidates ``idx`` in recommended order, and how they were ordered."""
-    if c.min_accuracy is not None and c.max_time_s is None and prefer in ("fast", "balanced"):
-        order = idx[np.lexsort((-a[idx], t[idx]))]
-        return [int(i) for i in order], "fastest among those likely to reach the accuracy asked for"
-    if c.max_time_s is not None and c.min_accuracy is None and prefer in ("accurate", "balanced"):
-        # Equal accuracy (a recipe whose longer runs the learning-curve prior holds level): the run
-        # that uses more of the time asked for.
-        order = idx[np.lexsort((-t[idx], -a[idx]))]
-        return [int(i) for i in order], "most accurate among those likely to finish within the time asked for"
-    costs = np.column_stack([np.log(t[idx]), -a[idx], np.log(m[idx])])
-    pool = np.array(front_layers(costs, top))
-    ordered = pool[rank(costs[pool], prefer)]
-    if prefer == "balanced":
-        ordered = spread(ordered, t[idx], a[idx], m[idx], top)
-    return [int(idx[j]) for j in ordered], f"the Pareto front ordered by preference '{prefer}'"
-
-
-def _best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
-                m: list[np.ndarray], *, ceiling: float) -> np.ndarray | None:
-    """Candidates that may still meet an accuracy bound on data the table does not hold.
-
-    There (``level_unknown``: a dataset, or kind of data, without measured trials), the accuracy
-    *level* is an extrapolation (the band is widened) while the ranking of configurations
-    transfers better; refusing a reachable target because the predicted medians sit low would
-    leave the user with nothing. The candidates whose band's upper edge reaches the bound (and
-    whose medians meet any time or memory bound) are returned. ``None`` when the level is known
-    (a hardware extrapolation keeps the dataset's measured level), the bound is not on accuracy,
-    it asks for every test sample right (above ``ceiling``), or no band reaches it: then the
-    refusal stands.
-    """
-    if c.min_accuracy is None or not level_unknown or c.min_accuracy > ceiling:
-        return None
-    mask = a[2] >= c.min_accuracy
-    if c.max_time_s is not None:
-        mask &= t[1] <= c.max_time_s
-    if c.max_memory_mb is not None:
-        mask &= m[1] <= c.max_memory_mb
-    return mask if mask.any() else None
-
-
-def _impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.ndarray) -> str:
-    parts = []
-    if c.min_accuracy is not None:
-        # The accuracy each candidate reaches with probability UNSURE_FLOOR, from its band.
-        from statistics import NormalDist
-
-        z = NormalDist().inv_cdf(UNSURE_FLOOR)
-        likely = a[1] - z * np.maximum(a[1] - a[0], 0.0) / NormalDist().inv_cdf(0.9)
-        parts.append(f"the highest accuracy predicted with {UNSURE_FLOOR:.0%} probability is {likely.max():.4f}")
-    if c.max_time_s is not None:
-        parts.append(f"the fastest predicted training time is {t[1].min():.3g} s")
-    return (f"No configuration is at least {UNSURE_FLOOR:.0%} likely to meet the constraints ({'; '.join(parts)}; "
-            f"best probability {p.max():.0%}); relax them.")
 
 
 def _own_evidence(kb: knowledge.Table, got: Any) -> tuple[Evidence, ...]:

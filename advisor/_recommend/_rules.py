@@ -1,0 +1,122 @@
+"""The rules that turn predicted bands into an answer: how sure a choice must be, when the obvious
+default keeps its place, the learning-curve prior over run lengths, best shots on data the table
+does not hold, and the one-line refusal. :func:`advisor.recommend.recommend` applies them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from advisor._recommend._candidates import Candidate
+from advisor._recommend._constraints import Constraints
+from advisor._recommend._ranking import front_layers, rank, spread
+
+__all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
+           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "monotone_over_epochs", "p_better", "order",
+           "best_shots", "impossible"]
+
+#: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
+#: conservative side).
+TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
+#: Best shots whose predicted accuracy is within this of the highest count as equally good; the
+#: faster of them goes first.
+BEST_SHOT_TIE = 0.005
+#: Below :data:`~advisor._recommend._constraints.CONFIDENCE` for every candidate, the surest ones down to this probability are shown
+#: with a warning; below it for every candidate, the request is refused as impossible.
+UNSURE_FLOOR = 0.6
+#: Extrapolation reasons that leave the workload's accuracy level unknown (another dataset, kind
+#: of data or training size than any measured): there a reachable-looking target gets best shots.
+ACCURACY_LEVEL_REASONS = ("no measured trials on data like", "itself: its accuracy level", "training samples is far outside")
+#: Extrapolation reasons about hardware (see ``_recommend._evidence.extrapolation``): only these widen time and memory.
+HARDWARE_REASONS = ("the knowledge base has no measured", "no measured trials on GPU model")
+#: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
+SWITCH_CONFIDENCE = 0.8
+#: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
+EXPLORATORY_CONFIDENCE = 0.9
+
+
+def monotone_over_epochs(cands: list[Candidate], a: list[np.ndarray]) -> None:
+    """The learning-curve prior, in place: a recipe offered at several run lengths (the obvious
+    default and the portfolio, over the epoch grid) is predicted at least as accurate when it trains
+    longer (its schedule laid over the longer run). Trees fitted without the dataset often predict a
+    flat or noisy accuracy over epochs; a running maximum keeps the longer runs from looking worse."""
+    families: dict[str, list[int]] = {}
+    for i, c in enumerate(cands):
+        if c.source in ("default", "portfolio") and c.measured is None:
+            key = json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
+            families.setdefault(key, []).append(i)
+    for idx in families.values():
+        idx.sort(key=lambda i: cands[i].config.epochs)
+        for band in a:
+            band[idx] = np.maximum.accumulate(band[idx])
+
+
+def p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool) -> float:
+    """P(candidate ``i`` beats ``b``) on one figure, each normal (log-normal for time) with its band's
+    spread, taken as independent: lower is better for time, higher for accuracy."""
+    from statistics import NormalDist
+
+    z90 = NormalDist().inv_cdf(0.9)
+    f = np.log if log else (lambda v: v)
+    lo, mid, hi = (f(np.maximum(band[k][[i, b]], 1e-12)) if log else band[k][[i, b]] for k in range(3))
+    sd = np.maximum((hi - lo) / (2 * z90), 1e-9)
+    diff = (mid[1] - mid[0]) if lower else (mid[0] - mid[1])
+    return float(NormalDist().cdf(diff / float(np.sqrt(np.sum(sd ** 2)))))
+
+
+def order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Constraints, prefer: str,
+           top: int) -> tuple[list[int], str]:
+    """The eligible candidates ``idx`` in recommended order, and how they were ordered."""
+    if c.min_accuracy is not None and c.max_time_s is None and prefer in ("fast", "balanced"):
+        order = idx[np.lexsort((-a[idx], t[idx]))]
+        return [int(i) for i in order], "fastest among those likely to reach the accuracy asked for"
+    if c.max_time_s is not None and c.min_accuracy is None and prefer in ("accurate", "balanced"):
+        # Equal accuracy (a recipe whose longer runs the learning-curve prior holds level): the run
+        # that uses more of the time asked for.
+        order = idx[np.lexsort((-t[idx], -a[idx]))]
+        return [int(i) for i in order], "most accurate among those likely to finish within the time asked for"
+    costs = np.column_stack([np.log(t[idx]), -a[idx], np.log(m[idx])])
+    pool = np.array(front_layers(costs, top))
+    ordered = pool[rank(costs[pool], prefer)]
+    if prefer == "balanced":
+        ordered = spread(ordered, t[idx], a[idx], m[idx], top)
+    return [int(idx[j]) for j in ordered], f"the Pareto front ordered by preference '{prefer}'"
+
+
+def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
+                m: list[np.ndarray], *, ceiling: float) -> np.ndarray | None:
+    """Candidates that may still meet an accuracy bound on data the table does not hold.
+
+    There (``level_unknown``: a dataset, or kind of data, without measured trials), the accuracy
+    *level* is an extrapolation (the band is widened) while the ranking of configurations
+    transfers better; refusing a reachable target because the predicted medians sit low would
+    leave the user with nothing. The candidates whose band's upper edge reaches the bound (and
+    whose medians meet any time or memory bound) are returned. ``None`` when the level is known
+    (a hardware extrapolation keeps the dataset's measured level), the bound is not on accuracy,
+    it asks for every test sample right (above ``ceiling``), or no band reaches it: then the
+    refusal stands.
+    """
+    if c.min_accuracy is None or not level_unknown or c.min_accuracy > ceiling:
+        return None
+    mask = a[2] >= c.min_accuracy
+    if c.max_time_s is not None:
+        mask &= t[1] <= c.max_time_s
+    if c.max_memory_mb is not None:
+        mask &= m[1] <= c.max_memory_mb
+    return mask if mask.any() else None
+
+
+def impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.ndarray) -> str:
+    parts = []
+    if c.min_accuracy is not None:
+        # The accuracy each candidate reaches with probability UNSURE_FLOOR, from its band.
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(UNSURE_FLOOR)
+        likely = a[1] - z * np.maximum(a[1] - a[0], 0.0) / NormalDist().inv_cdf(0.9)
+        parts.append(f"the highest accuracy predicted with {UNSURE_FLOOR:.0%} probability is {likely.max():.4f}")
+    if c.max_time_s is not None:
+        parts.append(f"the fastest predicted training time is {t[1].min():.3g} s")
+    return (f"No configuration is at least {UNSURE_FLOOR:.0%} likely to meet the constraints ({'; '.join(parts)}; "
+            f"best probability {p.max():.0%}); relax them.")
