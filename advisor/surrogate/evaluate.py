@@ -1,4 +1,5 @@
-"""How good the surrogate is: grouped cross-validation, and the model card that publishes it.
+"""How good the surrogate is: grouped cross-validation (the model card that publishes it is written
+by :mod:`advisor.surrogate._card`, re-exported here).
 
 Every scheme holds out whole groups, so the figures say how well the models transfer, not how
 well they interpolate between near-identical trials:
@@ -16,14 +17,13 @@ of the 10-90% band (0.8 when the band is calibrated).
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from advisor.surrogate._card import FULL_SIZE_SAMPLES, _shipped_offsets, model_card
 from advisor.surrogate.features import FeatureSchema, schema_from_columns
 from advisor.surrogate.model import (
     CALIBRATION_FOLDS,
@@ -250,8 +250,6 @@ def evaluate(
                       noise=repeat_noise(columns), time_to_accuracy=tta)
 
 
-#: A curve counts as full-size when it trained on at least this many samples.
-FULL_SIZE_SAMPLES = 10_000
 #: The accuracy a held-out curve is asked to reach: this far from its first reading to its best.
 TTA_LEVEL = 0.75
 
@@ -350,185 +348,3 @@ def training_meta(columns: Mapping[str, Sequence[Any]], *, table_path: str | Pat
         **_shipped_offsets(sha),
     }
 
-
-def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
-    """The shipped model's band offsets when it was fitted on the table with this hash, else nothing.
-
-    Reads only the model's ``meta.json``: the boosters are not needed for that.
-    """
-    import json
-
-    from advisor.surrogate.io import META_NAME, shipped_model_dir
-
-    try:
-        meta = json.loads((shipped_model_dir() / META_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(meta, dict) or meta.get("table_sha256") != table_sha256:
-        return {}
-    return {"band_offsets": dict(meta.get("band_offsets") or {}),
-            "band_offsets_new_workload": dict(meta.get("band_offsets_new_workload") or {})}
-
-
-def _shown(table: str) -> str:
-    """A table path as the card shows it: the shipped table by its repository path, others as given."""
-    from advisor.surrogate.io import SHIPPED_TABLE_LABEL, table_label
-
-    label = table_label(table) if table else ""
-    return f"{label} (the shipped table)" if label == SHIPPED_TABLE_LABEL else str(table)
-
-
-def _calibration_line(meta: Mapping[str, Any]) -> str:
-    folds = (meta.get("band_calibration") or {}).get("folds", 0)
-    offsets = meta.get("band_offsets") or {}
-    offsets_new = meta.get("band_offsets_new_workload") or {}
-    if folds < 2:
-        return "The bands are the raw 10% and 90% quantile models (not calibrated)."
-    show = lambda o: ", ".join(f"{k} {v:+.3g}" for k, v in o.items())  # noqa: E731
-    shown = (f" The shipped model's offsets: {show(offsets)}; for a new workload: {show(offsets_new)}."
-             if offsets else "")
-    return ("The bands are calibrated by conformalized quantile regression, twice: out-of-fold predictions "
-            f"over {folds} random folds of the training rows set how far each band's edges move (in the model's "
-            f"space, log for time and memory) for a workload the model was trained on, and {folds} folds that "
-            "each hold out whole workloads (a dataset at one training size) set the offset for a workload it "
-            f"was not trained on (never less than the first).{shown} On rows like the training rows the band "
-            "then covers about 80%; a new dataset or device is not like them (see the coverage below). Every "
-            "fold of the evaluation below calibrates on its own training rows only.")
-
-
-def _recorded_landmarks() -> str:
-    from advisor.datasets import list_datasets
-
-    return ", ".join(f"{d.name} {d.landmark:.3f}" for d in list_datasets() if d.landmark is not None)
-
-
-def _fmt(value: float | None, pct: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
-
-
-def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapping[str, Any],
-               path: str | Path) -> Path:
-    """Write ``MODEL_CARD.md``: what the surrogate was trained on, its figures, where not to trust it.
-
-    Args:
-        evaluation: The cross-validation result.
-        meta: The fitted surrogate's meta (versions, row counts, table sha256).
-        summary: :func:`advisor.knowledge.summarize` of the training table.
-        path: Where to write the card.
-
-    Returns:
-        The path written.
-    """
-    def counts(name: str) -> str:
-        return ", ".join(f"{k}: {v}" for k, v in dict(summary.get(name, {})).items()) or "none"
-
-    lines = [
-        "# Surrogate model card",
-        "",
-        f"Generated {_dt.datetime.now(_dt.timezone.utc).date().isoformat()} by advisor "
-        f"{meta.get('advisor_version', '?')} with LightGBM {meta.get('lightgbm_version', '?')}.",
-        "",
-        "## What it predicts",
-        "",
-        "For a workload, a hardware target and a configuration: training time (s), test accuracy and",
-        "peak memory (MiB), each as a median with a 10-90% band (LightGBM quantile regression; time and",
-        "memory in log space). Predictions are never measurements: `advisor recommend --verify N` measures.",
-        "",
-        "- **Time** is modelled relative to a fitted per-framework baseline: non-negative coefficients of the",
-        "  training GFLOPs (scaled by calibrated GEMM speed when the trials have one), steps, samples seen,",
-        "  start-up and activation traffic (layer outputs per sample times samples seen); coefficients in",
-        "  `meta.json` under `time_baseline`. The boosters learn the correction, which transfers across",
-        "  datasets better than a time or a cost per FLOP.",
-        "- **Memory** is modelled the same way, relative to a per-framework baseline of a constant (framework",
-        "  and runtime), the dataset held as float32 and one batch's layer outputs as float32 (`memory_baseline`).",
-        "- **Accuracy** is the lower of two models, quantile by quantile: one of accuracy minus the dataset's",
-        "  landmark (the test accuracy of a fixed ridge classifier, `advisor datasets landmark NAME`: "
-        + _recorded_landmarks() + "),",
-        "  which carries what was learnt on easy data over to hard data, and one of plain accuracy, which",
-        "  never promises more than was measured.",
-        "",
-        _calibration_line(meta),
-        "",
-        "## What it was trained on",
-        "",
-        f"- Table: `{_shown(meta.get('table') or evaluation.table)}` (sha256 `{meta.get('table_sha256') or '?'}`), "
-        f"{summary.get('rows', '?')} trials.",
-        f"- Rows per model: {', '.join(f'{k} {v}' for k, v in dict(meta.get('row_counts', {})).items())}.",
-        f"- Status: {counts('by_status')}.",
-        f"- Frameworks: {counts('by_framework')}.",
-        f"- Datasets: {counts('by_dataset')}.",
-        f"- Training sizes: {counts('by_train_samples')}.",
-        f"- Device kinds: {counts('by_device_kind')}.",
-        "- Accuracy trains on status `ok`, non-synthetic trials; time on uncontended `ok`/`pruned` trials;",
-        "  memory on `ok`/`pruned` trials.",
-        "",
-        "## Held-out quality (grouped cross-validation)",
-        "",
-        "| objective | scheme | folds | rows | Spearman rho | MAPE | MAE | 10-90% coverage |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for f in evaluation.figures:
-        lines.append(
-            f"| {f.objective} | {f.scheme} | {f.n_folds} | {f.n_rows} | {_fmt(f.spearman)} | "
-            f"{_fmt(f.mape, True)} | {_fmt(f.mae)} | {_fmt(f.coverage, True)} |"
-        )
-    if evaluation.skipped:
-        lines += ["", "Not evaluated: " + "; ".join(evaluation.skipped) + "."]
-    if evaluation.noise:
-        parts = []
-        for objective, n in evaluation.noise.items():
-            if "mae" in n:
-                figure = f"MAE {n['mae']:.4f} (from the others' median: {n.get('loo_mae', float('nan')):.4f})"
-            else:
-                figure = (f"{100 * n['mape']:.1f}% from the median (from the others' median: "
-                          f"{100 * n.get('loo_mape', float('nan')):.1f}%)")
-            parts.append(f"{objective} {figure} ({n['groups']} configurations run {n['rows']} times in all)")
-        lines += ["", "Repeat noise, the floor under any model's error: rows of one configuration (same workload, "
-                  "hardware and config, another seed) differ from their median by " + "; ".join(parts) + ". "
-                  "The first figure scores each run against a median it helped to form, so it understates the "
-                  "floor; the second predicts each run from the median of the other runs of its configuration, "
-                  "which is what a model that knew everything but the seed would err on a new run."]
-    tta = evaluation.time_to_accuracy
-    if tta:
-        per = "; ".join(f"{k} {100 * v['median_error']:.1f}% over {v['curves']}" for k, v in tta["per_dataset"].items())
-        lines += ["", "## Time to accuracy (learning curves)", "",
-                  "Every trial's per-epoch readings train the models too (epoch and schedule length as features, "
-                  "see `advisor/surrogate/_curves.py`). On held-out full-size curves (at least "
-                  f"{FULL_SIZE_SAMPLES:,} training samples), leave-one-dataset-out, the target being "
-                  f"{tta['level']:.0%} of the way from the first reading to the best: median error of the predicted "
-                  f"time to reach it {100 * tta['median_error']:.1f}% over {tta['curves']} curves ({per}); "
-                  f"{tta['misses']} predicted curves never reached the target (scored at their last epoch). "
-                  "Asked of the curve's shape instead (the same level read on the predicted curve's own first and "
-                  f"best readings), the median error is {100 * tta['median_error_shape']:.1f}%: most of the first "
-                  "figure's error is the level of accuracy on an unseen dataset, not the time per epoch."]
-    kinds = list(dict(summary.get("by_device_kind", {})))
-    lines += [
-        "",
-        "## Where not to trust it",
-        "",
-        f"- Device kinds absent from the table (it holds: {', '.join(kinds) or 'none'}): every prediction"
-        " for another kind is an extrapolation, and `advisor recommend` says so and widens the band.",
-        "- Datasets whose input shape, class count or training size lie far from every measured one.",
-        "- Hardware without a calibrated GEMM speed (`advisor hardware --calibrate`): the time model then",
-        "  loses its main hardware feature.",
-        "- Frameworks, models or epoch counts outside the measured ranges; trees do not extrapolate, they",
-        "  flatten, so times beyond the largest measured ones are underestimated.",
-        "- A coverage well below 80% above means the bands are too narrow for that kind of transfer.",
-        "- Datasets without a landmark (a user's .npz before `advisor datasets landmark` has scored it):",
-        "  the accuracy model uses the median landmark of its training rows instead, so its accuracy is",
-        "  predicted as if the dataset were of middling difficulty.",
-        "- Run lengths beyond the longest measured curve of a workload: the learning-curve readings teach the",
-        "  shape of a curve up to the epochs that were run, and trees flatten beyond them (a 30-epoch answer",
-        "  on a dataset whose longest trials ran 8 epochs is an extrapolation).",
-        "- Accuracy on a dataset the table does not hold: the time-to-accuracy figure above shows that the",
-        "  curve's shape transfers far better than its level.",
-        "- Training-recipe knobs (schedules, augmentation, label smoothing, bfloat16, ...) added after a",
-        "  model was fitted: that model cannot see them, so recommend keeps them at their defaults.",
-        "",
-    ]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
