@@ -233,6 +233,11 @@ def test_cli_tune_twelve_torch_trials_two_workers_then_export(tmp_path: Path) ->
         assert result.exit_code == 0, result.output
         assert target.stat().st_size > 0
     assert (tmp_path / "front.csv").read_text().count("\n") == len(points) + 1
+    # --json is --format json, as on every command that prints results
+    result = runner.invoke(app, ["pareto", "--study", study, "--storage", db, "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout) == front
+    result = runner.invoke(app, ["pareto", "--study", study, "--storage", db, "--json", "--format", "csv"])
+    assert result.exit_code == 1 and "Give --json or --format csv, not both" in result.stderr
     result = runner.invoke(app, ["studies", "list", "--storage", db, "--json"])
     listed = json.loads(result.stdout)
     assert [(s["name"], s["counts"]["finished"], s["n_trials"]) for s in listed] == [(study, 12, 12)]

@@ -32,6 +32,7 @@ def pareto_command(
     fmt: Annotated[Format, typer.Option("--format", help="table (stdout), csv or json (stdout or --out), html or png (a file).")] = Format.table,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Write to this file (atomically). html/png default to pareto-<study>.<format>.")] = None,
     ref: Annotated[Optional[str], typer.Option("--ref", help="Hypervolume reference, e.g. time=600,accuracy=0,memory=4096; default: 1.1 x worst time and memory, accuracy 0.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the front as JSON (the same as --format json).")] = False,
 ) -> None:
     """Show the Pareto front of a study (feasible, complete trials) or export it.
 
@@ -40,6 +41,10 @@ def pareto_command(
     from advisor import pareto
     from advisor.tuning import load_front, require_existing, validate_study_name
 
+    if as_json:
+        if fmt not in (Format.table, Format.json):
+            fail(f"Give --json or --format {fmt.value}, not both.")
+        fmt = Format.json
     validate_study_name(study)
     require_existing(storage)  # reading never creates a storage file
     # The reference names are checked before the study is read (objectives are known only then).
