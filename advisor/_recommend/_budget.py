@@ -3,7 +3,10 @@
 Successive halving over the recommendation's top choices plus the obvious default:
 
 1. rung 0 runs every candidate with its epochs cut so that the rung uses about half the budget
-   (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run);
+   (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run).
+   A short budget takes fewer candidates (each run must buy at least as much training as its
+   start-up costs; the obvious default always stays), and a run whose full length costs little
+   more than its start-up is not cut;
 2. the better half by measured accuracy (time breaks ties) goes on; each next rung runs the
    survivors longer, until one is left, a survivor has run its full length, or the budget is spent;
 3. the winner is the best measured run of the last rung that ran, meeting the constraints when any
@@ -33,8 +36,8 @@ __all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "MIN_CANDIDAT
 
 #: Choices taken into the loop besides the obvious default.
 MIN_CANDIDATES = 4
-#: Seconds a trial costs beyond its training time (child start, data loading, evaluation), as
-#: a floor; the loop learns the real overhead from its own first trials.
+#: Seconds a trial costs beyond its training time (child start, data loading, evaluation) until
+#: the loop has measured it: then the largest it has seen.
 START_OVERHEAD_S = 8.0
 
 
@@ -109,6 +112,18 @@ def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
     return cands, per_epoch
 
 
+def _affordable(cands: list[Choice], budget_s: float, rec: Recommendation) -> list[Choice]:
+    """The candidates rung 0 can pay for: each run must buy at least as much training as its
+    start-up costs (about half the budget goes to rung 0), so a short budget measures fewer
+    candidates, best ranked first, and always the obvious default."""
+    n_max = max(2, int(0.5 * budget_s // (2 * START_OVERHEAD_S)))
+    if len(cands) <= n_max:
+        return cands
+    default = [c for c in cands if rec.baseline is not None and c is rec.baseline]
+    others = [c for c in cands if not default or c is not default[0]]
+    return others[: n_max - len(default)] + default
+
+
 def check_budget(rec: Recommendation, budget_s: float) -> None:
     """Raise the one-line ConstraintError when ``budget_s`` cannot pay for one trial of the quickest candidate."""
     _, per_epoch = _candidates(rec)
@@ -168,7 +183,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     result = LoopResult(budget_s=budget_s, spent_s=0.0, knowledge_path=str(path), state_path=str(state_file))
     runner = run or harness.run_trial
     overhead = START_OVERHEAD_S
-    alive = cands
+    seen_overheads: list[float] = []
+    alive = _affordable(cands, budget_s, rec)
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
     while alive:
@@ -178,6 +194,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         for c in alive:
             full = int(c.config["epochs"])
             epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
+            if overhead + full * per_epoch[_label(c)] <= 2 * share:
+                epochs = full  # the whole run costs little more than its start-up: no reason to cut it
             run_key = f"{_label(c)}|{rung}|{epochs}"
             predicted = per_epoch[_label(c)] * epochs
             if run_key in done:
@@ -203,8 +221,9 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 knowledge.append_to_user_knowledge([trial], hardware=hardware.load_cached(), path=path)
                 done[run_key] = r.__dict__
                 _save_state(state_file, done)
-                if trial.train_time_s:
-                    overhead = max(START_OVERHEAD_S, wall - trial.train_time_s)
+                if trial.train_time_s:  # learnt from the runs: the largest start-up seen so far
+                    seen_overheads.append(max(1.0, wall - trial.train_time_s))
+                    overhead = max(seen_overheads)
             result.spent_s += r.wall_time_s
             result.runs.append(r)
             runs.append((c, r))
