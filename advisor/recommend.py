@@ -33,7 +33,9 @@ from advisor._recommend._candidates import DEFAULT_CANDIDATES, Candidate, candid
 from advisor._recommend._baseline import EPOCH_GRID, measured_configs, obvious_default, same_workload_rows
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._portfolio import build_portfolio, load_portfolio
-from advisor._recommend._evidence import EVIDENCE_K, TrialSpace, extrapolation, nearest_trials, widen
+from advisor._recommend._evidence import (
+    EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, widen,
+)
 from advisor._recommend._ranking import PREFERENCES, front_layers, pareto_mask, rank, spread
 from advisor._recommend._device import device_figures as _device_figures
 from advisor._recommend._rules import (
@@ -299,13 +301,19 @@ def recommend(
         pool = np.flatnonzero(defaults)
         baseline_idx = [int(pool[np.argmax(p[pool] + 1e-3 * a[1][pool])])] if len(pool) else []
     space = TrialSpace(surrogate, kb)
+    # Evidence comes from this dataset, or, when the table has none of it, from the measured one
+    # nearest it by meta-features.
+    evidence_dataset = workload.dataset
+    if workload.dataset not in set(kb["dataset_name"]):
+        near = nearest_dataset(kb, workload)
+        evidence_dataset = near[0] if near is not None else workload.dataset
 
     def choice(i: int, rank_: int) -> Choice:
         cand = cands[i]
         basis = "measured" if cand.measured is not None else "predicted"
         evidence = (_own_evidence(kb, cand.measured) if cand.measured is not None else
                     nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K,
-                                   device_kind=target.device_kind, dataset=workload.dataset))
+                                   device_kind=target.device_kind, dataset=evidence_dataset))
         return Choice(
             rank=rank_, framework=cand.config.framework, source=cand.source,
             config=cand.config.to_dict(), space_params=cand.space_params,

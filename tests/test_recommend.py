@@ -159,6 +159,10 @@ def test_unmeasured_kind_of_data_is_an_extrapolation(tmp_path: Path) -> None:
     # data of a measured kind but another dataset: only its accuracy level is extrapolated
     (reason,) = near.reasons
     assert reason.startswith("no measured trials on fashion-mnist itself: its accuracy level is predicted")
+    # evidence from the measured dataset nearest by meta-features (MNIST's shape, not digits' 8x8)
+    assert "evidence is cited from mnist, the nearest measured dataset" in reason
+    cited = {e.dataset_name for c in near.choices for e in c.evidence}
+    assert cited == {"mnist"}
 
 
 def test_table_mismatch_is_flagged(shipped: tuple[Path, Path], tmp_path: Path) -> None:

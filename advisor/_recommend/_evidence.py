@@ -17,7 +17,7 @@ from advisor import knowledge
 from advisor._recommend._result import Evidence
 from advisor._recommend._workload import Target, WorkloadInfo
 
-__all__ = ["EVIDENCE_K", "TrialSpace", "extrapolation", "nearest_trials", "widen"]
+__all__ = ["EVIDENCE_K", "TrialSpace", "extrapolation", "nearest_dataset", "nearest_trials", "widen"]
 
 EVIDENCE_K = 3
 # How much wider an extrapolated band is: x2 in log space for time and memory, +-0.1 accuracy.
@@ -62,8 +62,9 @@ def nearest_trials(space: TrialSpace, table: knowledge.Table, q: np.ndarray, fra
     """The ``k`` trials of ``table`` nearest the encoded candidate ``q``, as evidence.
 
     Only comparable trials are cited: completed trials on the same device kind (a GPU request never
-    cites CPU trials as evidence of GPU speed: with none, there is no evidence), of the same dataset
-    when the table has any, else the nearest by meta-features (the distance says how near).
+    cites CPU trials as evidence of GPU speed: with none, there is no evidence), of ``dataset``
+    when the table has any (the caller passes the workload's own dataset, or the measured dataset
+    nearest it by meta-features, :func:`nearest_dataset`), else the nearest trials of any.
     """
     d = space.distances(q)
     n = len(d)
@@ -90,6 +91,33 @@ def nearest_trials(space: TrialSpace, table: knowledge.Table, q: np.ndarray, fra
         )
         for i in best
     )
+
+
+def nearest_dataset(table: knowledge.Table, workload: WorkloadInfo) -> tuple[str, float] | None:
+    """The measured dataset nearest ``workload`` by meta-features, and how near: input size (log2 of
+    the pixels), channels, classes (log2) and, where both are known, how hard it is (4x the landmark
+    difference). ``None`` when the table holds no completed trial with its shape recorded."""
+    from advisor.surrogate.features import registry_landmark
+
+    h, w, c = workload.input_shape
+    mine = workload.landmark if workload.landmark is not None else registry_landmark(workload.dataset)
+    seen: dict[str, tuple[Any, ...]] = {}
+    for i, status in enumerate(table["status"]):
+        name = table["dataset_name"][i]
+        if status == "ok" and name and name not in seen and None not in (
+                table["input_h"][i], table["input_w"][i], table["input_c"][i], table["num_classes"][i]):
+            seen[name] = (table["input_h"][i], table["input_w"][i], table["input_c"][i], table["num_classes"][i])
+    best: tuple[str, float] | None = None
+    for name, (hh, ww, cc, k) in seen.items():
+        if not (hh and ww and k):
+            continue
+        d = (abs(math.log2(h * w / (hh * ww))) + abs(c - cc) + abs(math.log2(workload.num_classes / k)))
+        theirs = registry_landmark(name)
+        if not (math.isnan(mine) or math.isnan(theirs)):
+            d += 4 * abs(mine - theirs)
+        if best is None or d < best[1]:
+            best = (name, round(d, 3))
+    return best
 
 
 def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target) -> list[str]:
@@ -122,8 +150,11 @@ def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target
     elif workload.dataset not in {table["dataset_name"][i] for i in ok}:
         # Data of a measured kind, but not this dataset: how hard it is (its accuracy level) is
         # predicted from the others, with the held-out error the model card reports.
+        near_name = nearest_dataset(table, workload)
+        cited = f"; evidence is cited from {near_name[0]}, the nearest measured dataset by meta-features " \
+                f"(distance {near_name[1]:g})" if near_name else ""
         reasons.append(f"no measured trials on {workload.dataset} itself: its accuracy level is predicted from "
-                       f"other datasets of its kind (see the model card's leave-one-dataset-out error)")
+                       f"other datasets of its kind (see the model card's leave-one-dataset-out error){cited}")
     sizes = [table["train_samples"][i] for i in ok if table["train_samples"][i]]
     if sizes and not (min(sizes) / 4 <= workload.train_samples <= max(sizes) * 4):
         reasons.append(f"{workload.train_samples} training samples is far outside the measured "
