@@ -310,3 +310,16 @@ def test_export_reads_a_result_recorded_under_older_rules_and_names_unreadable_o
     with pytest.raises(ValueError, match="batch_size"):
         Config.from_record({**old["config"], "batch_size": "many"})
     optuna.delete_study(study_name="kb-test", storage=url)
+
+
+def test_a_row_recorded_before_a_copy_was_known_names_it() -> None:
+    """A trial recorded before KNOWN_CIFAR_COPIES named the JPEG-derived copy gets the same variant
+    as one recorded after, so the two merge without a conflict."""
+    from advisor._datasets.sources import KNOWN_CIFAR_COPIES, amend_variant
+
+    digest, what = next(iter(KNOWN_CIFAR_COPIES.items()))
+    old = f"cifar-10-batches-bin: 3/5 train batches (sha256 {digest[:8]} 106eeaad 99cb88ba 3104fa3f)"
+    result = make_result(Config(framework="torch"), "mnist").replace(dataset_variant=old)
+    assert kb.row_from_result(result)["dataset_variant"] == f"{old}; {what}" == amend_variant(f"{old}; {what}")
+    assert amend_variant("official") == "official"
+    assert amend_variant("cifar-10-batches-bin: 3/5 train batches (sha256 00000000 11111111)").endswith(")")

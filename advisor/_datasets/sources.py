@@ -217,6 +217,18 @@ KNOWN_CIFAR_COPIES = {
 }
 
 
+def amend_variant(variant: str) -> str:
+    """A recorded dataset variant with what :data:`KNOWN_CIFAR_COPIES` knows about its files added,
+    when the record predates that knowledge (the variant names each batch's short sha256)."""
+    if not variant or "(sha256 " not in variant:
+        return variant
+    shorts = variant.split("(sha256 ", 1)[1].split(")", 1)[0].split()
+    for full, what in KNOWN_CIFAR_COPIES.items():
+        if what not in variant and any(full.startswith(short) for short in shorts if len(short) >= 8):
+            return f"{variant}; {what}"
+    return variant
+
+
 def _read_cifar_source(files: SourceFiles) -> RawData:
     reader = read_cifar_binary if files.format.endswith("bin") else read_cifar_python
     parts, digests = [], []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from advisor._datasets.sources import amend_variant
 from advisor._knowledge._cells import normalise
 from advisor._knowledge._schema import CFG_TYPES, COLUMNS, SCHEMA_VERSION
 from advisor.errors import KnowledgeBaseError
@@ -72,7 +73,7 @@ def row_from_result(
         "cores_granted": len(r.cores_granted) or None,
         "dataset_name": r.dataset_name or r.workload.dataset,
         "dataset_fingerprint": r.dataset_fingerprint,
-        "dataset_variant": r.dataset_variant,
+        "dataset_variant": amend_variant(r.dataset_variant or ""),
         "synthetic": bool(r.synthetic),
         "seed": r.workload.seed,
         "model": r.workload.model,

@@ -50,8 +50,9 @@ from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WO
                                             conformal_offset, seen_workloads, workload_keys)
 from advisor.surrogate._compat import import_lightgbm
 from advisor.surrogate._curves import CURVE_OBJECTIVES, expand_curves, weights_and_final
-from advisor.surrogate._targets import (_LANDMARK, ACCURACY_COMPANION, LOG_OBJECTIVES, MIN_ROWS, OBJECTIVES, QUANTILES,
-                                        _landmark_or, from_model_space, to_model_space, training_columns)
+from advisor.surrogate._targets import (_LANDMARK, ACCURACY_COMPANION, ACCURACY_TRANSFORM, LOG_OBJECTIVES, MIN_ROWS,
+                                        OBJECTIVES, QUANTILES, accuracy_scale, from_model_space, to_model_space,
+                                        training_columns)
 from advisor.surrogate.features import FeatureSchema, encode, schema_from_columns
 
 __all__ = [
@@ -123,6 +124,14 @@ class Surrogate:
         value = target.get("landmark_fallback") if isinstance(target, dict) else None
         return None if value is None else float(value)
 
+    @property
+    def accuracy_transform(self) -> str | None:
+        """How accuracy relates to the landmark in this model: ``headroom`` (the share of the
+        landmark's error removed), or ``None`` for the difference (models fitted before)."""
+        target = self.meta.get("accuracy_target") or {}
+        value = target.get("transform") if isinstance(target, dict) else None
+        return None if value is None else str(value)
+
     def predict_matrix(self, x: np.ndarray, *, num_threads: int = 1) -> dict[str, Band]:
         """Predict every objective for a feature matrix: one ``predict`` call per booster."""
         out: dict[str, Band] = {}
@@ -146,7 +155,8 @@ class Surrogate:
             _uncross(raw) if objective == "train_time_s" else raw.sort(axis=1)
             if objective == "test_accuracy" and fallback is not None:
                 # to accuracy units, then the more pessimistic of the two models, quantile by quantile
-                raw = raw + _landmark_or(x, fallback)[:, None]
+                shift, scale = accuracy_scale(x, fallback, self.accuracy_transform)
+                raw = shift[:, None] + scale[:, None] * raw
                 companion = self.boosters.get(ACCURACY_COMPANION)
                 if companion:
                     plain = np.stack([companion[a].predict(x, num_threads=num_threads) for a in QUANTILES], axis=1)
@@ -165,6 +175,10 @@ class Surrogate:
     def predict(self, columns: Mapping[str, Sequence[Any]], *, num_threads: int = 1) -> dict[str, Band]:
         """Predict every objective for rows given as knowledge-base columns."""
         return self.predict_matrix(encode(columns, self.schema), num_threads=num_threads)
+
+
+#: Fit the plain-accuracy companion boosters and take the lower of the two models' predictions.
+COMBINE_WITH_PLAIN = True
 
 
 def _uncross(raw: np.ndarray) -> None:
@@ -249,16 +263,16 @@ def fit(
                               num_boost_round=num_boost_round, weight=weight)
             for alpha in QUANTILES
         }
-        members = [(y, np.zeros(len(y)))]
+        members = [(y, np.zeros(len(y)), np.ones(len(y)))]
         units = y
-        if objective == "test_accuracy" and landmark_fallback is not None:
+        if objective == "test_accuracy" and landmark_fallback is not None and COMBINE_WITH_PLAIN:
             boosters[ACCURACY_COMPANION] = {
                 alpha: _train_one(lgb, x, values, schema, alpha=alpha, seed=seed, num_threads=num_threads,
                                   num_boost_round=num_boost_round, weight=weight)
                 for alpha in QUANTILES
             }
-            shift = _landmark_or(x, landmark_fallback)
-            members, units = [(y, shift), (values, np.zeros(len(y)))], values
+            shift, scale = accuracy_scale(x, landmark_fallback, ACCURACY_TRANSFORM)
+            members, units = [(y, shift, scale), (values, np.zeros(len(y)), np.ones(len(y)))], values
         curve = {"weight": weight, "score_rows": final, "trials": trials}
         offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
                             num_threads=num_threads, num_boost_round=num_boost_round, **curve)
@@ -277,8 +291,9 @@ def fit(
     memory_meta = {"basis": list(MEMORY_BASIS), "coefficients": memory,
                    "fit": "per framework, non-negative least squares of the relative error"} \
         if "peak_memory_mb" in boosters else None
-    accuracy_meta = {"relative_to": "landmark", "landmark_fallback": landmark_fallback,
-                     "combined_with": f"{ACCURACY_COMPANION} (plain accuracy), elementwise minimum"} \
+    accuracy_meta = {"relative_to": "landmark", "transform": ACCURACY_TRANSFORM, "landmark_fallback": landmark_fallback,
+                     "combined_with": f"{ACCURACY_COMPANION} (plain accuracy), elementwise minimum" if COMBINE_WITH_PLAIN
+                                     else None} \
         if landmark_fallback is not None else None
     meta = {"time_baseline": baseline_meta, "memory_baseline": memory_meta, "accuracy_target": accuracy_meta,
             "row_counts": counts, "curve_readings": readings, "seed": seed, "num_boost_round": num_boost_round,
