@@ -119,9 +119,18 @@ def test_accuracy_is_modelled_relative_to_the_landmark(fitted: sg.Surrogate, tab
 
 
 def test_accuracy_takes_the_lower_of_the_relative_and_the_plain_model(fitted: sg.Surrogate, table_path: Path,
-                                                                      tmp_path: Path) -> None:
+                                                                      tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Models fitted with the plain-accuracy companion (the shipped ones before the v2 table) still
+    combine it, load and round-trip; a model fitted now has none and needs none to load."""
+    import advisor.surrogate.model as M
     from advisor.surrogate.model import ACCURACY_COMPANION, QUANTILES
 
+    assert ACCURACY_COMPANION not in fitted.boosters and fitted.meta["accuracy_target"]["combined_with"] is None
+    sg.save(fitted, tmp_path / "plain")
+    assert ACCURACY_COMPANION not in sg.load(tmp_path / "plain").boosters
+    monkeypatch.setattr(M, "COMBINE_WITH_PLAIN", True)
+    fitted = sg.fit_file(table_path, num_boost_round=ROUNDS)
     cols = kb.read(table_path).columns
     x = F.encode(cols, fitted.schema)
     pred = fitted.predict_matrix(x)["test_accuracy"]

@@ -61,7 +61,7 @@ def conformal_offset(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, coverage:
     return float(np.quantile(scores, level, method="higher"))
 
 
-def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], y: np.ndarray,
+def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.ndarray]], y: np.ndarray,
                schema: FeatureSchema, *, folds: int, seed: int, num_threads: int, num_boost_round: int,
                groups: np.ndarray | None = None, weight: np.ndarray | None = None,
                score_rows: np.ndarray | None = None, trials: np.ndarray | None = None) -> float | None:
@@ -70,8 +70,8 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
     With ``groups`` (one key per row), each fold holds out whole groups, so the offset is the one
     a row of an unseen group needs; None when there are fewer than two groups.
 
-    Each member is ``(target, shift, scale)``: boosters fitted on ``target`` whose predictions times
-    ``scale`` plus ``shift`` are in the units of ``y``; with several members the band is their elementwise minimum, as
+    Each member is ``(target, shift)``: boosters fitted on ``target`` whose predictions plus ``shift``
+    are in the units of ``y``; with several members the band is their elementwise minimum, as
     :meth:`~advisor.surrogate.model.Surrogate.predict_matrix` combines them.
 
     Learning-curve rows (:mod:`advisor.surrogate._curves`): ``weight`` weighs the fits, only the
@@ -99,12 +99,12 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
     lo, hi = np.full(len(y), np.inf), np.full(len(y), np.inf)
     for k in range(folds):
         train, test = fold != k, fold == k
-        for target, shift, scale in members:
+        for target, shift in members:
             edges = [_train_one(lgb, x[train], target[train], schema, alpha=alpha, seed=seed, num_threads=num_threads,
                                 num_boost_round=num_boost_round,
                                 weight=None if weight is None else weight[train]).predict(x[test], num_threads=num_threads)
                      for alpha in (QUANTILES[0], QUANTILES[2])]
-            lo[test] = np.minimum(lo[test], np.minimum(*edges) * scale[test] + shift[test])
-            hi[test] = np.minimum(hi[test], np.maximum(*edges) * scale[test] + shift[test])
+            lo[test] = np.minimum(lo[test], np.minimum(*edges) + shift[test])
+            hi[test] = np.minimum(hi[test], np.maximum(*edges) + shift[test])
     scored = np.ones(len(y), dtype=bool) if score_rows is None else score_rows
     return conformal_offset(y[scored], np.minimum(lo, hi)[scored], np.maximum(lo, hi)[scored])

@@ -27,8 +27,6 @@ __all__ = [
     "training_columns",
     "to_model_space",
     "from_model_space",
-    "ACCURACY_TRANSFORM",
-    "accuracy_scale",
 ]
 
 OBJECTIVES = ("train_time_s", "test_accuracy", "peak_memory_mb")
@@ -81,22 +79,6 @@ def _landmark_or(x: np.ndarray, fallback: float) -> np.ndarray:
     return np.where(np.isnan(mark), fallback, mark)
 
 
-#: The accuracy target of models fitted now: the share of the landmark's remaining error that the
-#: network removes, ``(accuracy - landmark) / (1 - landmark)``. Models fitted before record no
-#: transform and used the difference ``accuracy - landmark``.
-ACCURACY_TRANSFORM = "headroom"
-#: The smallest ``1 - landmark`` divided by (a landmark of 0.98 or more would blow the target up).
-MIN_HEADROOM = 0.02
-
-
-def accuracy_scale(x: np.ndarray, fallback: float, transform: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """``(shift, scale)`` per row: accuracy = shift + scale x target, for a model's transform."""
-    shift = _landmark_or(x, fallback)
-    if transform == "headroom":
-        return shift, np.maximum(1.0 - shift, MIN_HEADROOM)
-    return shift, np.ones(len(shift))
-
-
 def to_model_space(objective: str, values: np.ndarray, x: np.ndarray, *,
                    landmark_fallback: float | None = None) -> np.ndarray:
     """Measured values -> the booster's target (NaN where it cannot be formed).
@@ -104,14 +86,10 @@ def to_model_space(objective: str, values: np.ndarray, x: np.ndarray, *,
     Time and memory are the log of the value over their baseline, so ``x`` must have
     :data:`BASELINE_FEATURE` or :data:`MEMORY_BASELINE_FEATURE` filled in.
     Accuracy is modelled relative to the dataset's landmark when ``landmark_fallback`` is given
-    (rows without a landmark use it), as :data:`ACCURACY_TRANSFORM` says; with ``None`` it is
-    modelled as is.
+    (rows without a landmark use it); with ``None`` it is modelled as is.
     """
     if objective == "test_accuracy":
-        if landmark_fallback is None:
-            return values
-        shift, scale = accuracy_scale(x, landmark_fallback, ACCURACY_TRANSFORM)
-        return (values - shift) / scale
+        return values if landmark_fallback is None else values - _landmark_or(x, landmark_fallback)
     if objective not in LOG_OBJECTIVES:
         return values
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -259,8 +259,11 @@ def load(directory: str | Path) -> Surrogate:
         raise SurrogateError(f"Surrogate meta {meta_path} is corrupt: 'files' must be a JSON object, "
                              f"got {type(files).__name__}.")
     wanted = list(OBJECTIVES)
-    if meta.get("accuracy_target") is not None:
-        wanted.append(ACCURACY_COMPANION)  # the plain-accuracy boosters the relative ones are combined with
+    target = meta.get("accuracy_target")
+    if isinstance(target, dict) and target.get("combined_with", "absent") is not None:
+        # the plain-accuracy boosters the relative ones are combined with (models fitted before the
+        # key existed had them too; a model that says None has none)
+        wanted.append(ACCURACY_COMPANION)
     for objective in wanted:
         boosters[objective] = {}
         per_alpha = files.get(objective) or {}
