@@ -114,9 +114,12 @@ def get_accelerator(name: str | None) -> Accelerator:
     for acc in ACCELERATORS:
         if key == _norm(acc.name) or key in acc.aliases:
             return acc
-    for acc in ACCELERATORS:  # a detected name with a suffix (memory size, form factor)
-        if key.startswith(_norm(acc.name)) or any(key.startswith(a) for a in acc.aliases if len(a) > 3):
-            return acc
+    # A detected name with a suffix (memory size, form factor): the longest known name it starts
+    # with, so "A100-SXM4-80GB" is an A100, not an A10.
+    prefixes = [(len(p), acc) for acc in ACCELERATORS
+                for p in (_norm(acc.name), *(a for a in acc.aliases if len(a) > 3)) if key.startswith(p)]
+    if prefixes:
+        return max(prefixes, key=lambda pa: pa[0])[1]
     known = ", ".join(a.name.replace("NVIDIA ", "") for a in ACCELERATORS)
     raise UnknownNameError(f"Unknown GPU model {name!r}: the device model knows {known}.")
 

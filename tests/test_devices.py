@@ -27,6 +27,9 @@ def test_every_row_states_its_figures_and_source() -> None:
         assert a.peak_tflops("bf16") >= a.peak_tflops("fp32") * (1 if a.bf16_tflops else 1)
     assert devices.get_accelerator("h200").name == "NVIDIA H200"
     assert devices.get_accelerator("NVIDIA H200 NVL").name == "NVIDIA H200"  # a detected name with a suffix
+    # the longest known name wins: nvidia-smi's "A100-SXM4-80GB" is an A100, not an A10
+    assert devices.get_accelerator("NVIDIA A100-SXM4-80GB").name == "NVIDIA A100"
+    assert devices.get_accelerator("NVIDIA A10").name == "NVIDIA A10"
     assert devices.get_accelerator(None).name == devices.DEFAULT_GPU
     with pytest.raises(UnknownNameError, match=r"Unknown GPU model 'TPU v9'.*A100.*H200"):
         devices.get_accelerator("TPU v9")

@@ -632,3 +632,23 @@ def test_table_from_real_harness_trials(tmp_path: Path) -> None:
     pred = model.predict(table.columns)
     assert np.all((pred["test_accuracy"].mid >= 0) & (pred["test_accuracy"].mid <= 1))
     assert np.all(np.isfinite(pred["peak_memory_mb"].mid))
+
+
+def test_the_device_model_is_a_feature_of_gpu_rows_only() -> None:
+    """GPU rows of a known GPU model carry the device model's expected training time; CPU rows and
+    unknown GPUs are NaN (the boosters learn nothing from it until the table holds GPU trials)."""
+    from advisor import devices
+    from advisor.records import Config
+    from advisor.surrogate.features import DEVICE_FEATURE, feature_values
+
+    cfg = Config(framework="torch", batch_size=128, epochs=2, optimizer="adam", learning_rate=1e-3)
+    gpu = make_result(Config(**{**cfg.to_dict(), "device": "cuda"}), "cifar10", device_kind="gpu")
+    gpu = gpu.replace(gpu_model="NVIDIA A100-SXM4-80GB")
+    unknown = gpu.replace(gpu_model="Some Future GPU")
+    cpu = make_result(cfg, "cifar10")
+    cols = {k: [kb.row_from_result(r)[k] for r in (gpu, unknown, cpu)] for k in kb.COLUMNS}
+    got = feature_values(cols)[DEVICE_FEATURE]
+    step = devices.estimate_model_step(devices.get_accelerator("A100"), gpu.config, gpu.workload.model,
+                                       tuple(gpu.input_shape), gpu.num_classes)
+    steps = -(-gpu.train_samples // 128) * 2
+    assert got[0] == pytest.approx(step.expected_s * steps) and np.isnan(got[1]) and np.isnan(got[2])

@@ -18,7 +18,7 @@ import numpy as np
 
 from advisor.knobs import KNOBS, get_knob
 
-__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "MEMORY_BASELINE_FEATURE", "activations_per_sample", "landmarks",
+__all__ = ["Feature", "FEATURES", "BASELINE_FEATURE", "DEVICE_FEATURE", "device_model_times", "MEMORY_BASELINE_FEATURE", "activations_per_sample", "landmarks",
            "registry_landmark", "FeatureSchema", "schema_from_columns", "encode", "feature_values"]
 
 
@@ -64,6 +64,10 @@ _SCHEMA_1 = (
     "log10_lr_x_steps", "log10_lr_per_sample", "samples_seen", "log_baseline_s_per_flop",
     "log_memory_baseline_mb",
 )
+#: The device model's expected training time of a GPU row (:mod:`advisor.devices`: roofline, launch
+#: overhead and host feeding, per step, times the steps), NaN for CPU rows and unknown GPU models:
+#: once the table holds GPU trials, the boosters learn the correction to the physics.
+DEVICE_FEATURE = "device_model_time_s"
 _DERIVED: dict[str, Feature] = {f.name: f for f in (
     Feature("device_kind", "cat"), Feature("gpu_model", "cat"),
     Feature("flops_per_sample", log=True), Feature("params", log=True),
@@ -76,6 +80,7 @@ _DERIVED: dict[str, Feature] = {f.name: f for f in (
     Feature("log10_lr_x_steps"), Feature("log10_lr_per_sample"), Feature("samples_seen", log=True),
     Feature("log_baseline_s_per_flop"), Feature("log_memory_baseline_mb"),
     Feature("schedule_epochs", log=True), Feature("epoch_fraction"),
+    Feature(DEVICE_FEATURE, log=True),
 )}
 #: Learning-curve fidelity, appended after the knobs (:mod:`advisor.surrogate._curves`): the length
 #: of the run whose schedule was followed, and how far through it a reading was taken (1: finished).
@@ -85,6 +90,7 @@ FEATURES: tuple[Feature, ...] = (
     *(_KNOB_FEATURES.get(name) or _DERIVED[name] for name in _SCHEMA_1[1:]),
     *(f for name, f in _KNOB_FEATURES.items() if name not in _SCHEMA_1),
     *(_DERIVED[name] for name in _CURVE_FEATURES),
+    _DERIVED[DEVICE_FEATURE],
 )
 
 #: Filled by the fitted surrogate, not by :func:`encode` (which leaves it NaN): the natural log of
@@ -249,7 +255,31 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
         "epoch_fraction": np.where(schedule > 0, epochs / np.where(schedule > 0, schedule, 1.0), np.nan),
         BASELINE_FEATURE: np.full(len(batch), np.nan),
         MEMORY_BASELINE_FEATURE: np.full(len(batch), np.nan),
+        DEVICE_FEATURE: device_model_times(columns, steps * epochs),
     }
+
+
+def device_model_times(columns: Mapping[str, Sequence[Any]], total_steps: np.ndarray) -> np.ndarray:
+    """:data:`DEVICE_FEATURE` per row: the device model's expected time per step times the steps,
+    for rows on a GPU whose model :mod:`advisor.devices` knows; NaN elsewhere."""
+    out = np.full(len(total_steps), np.nan)
+    kinds = columns.get("device_kind") or [None] * len(total_steps)
+    gpu_rows = [i for i, k in enumerate(kinds) if k == "gpu"]
+    if not gpu_rows:
+        return out
+    from advisor import devices, knowledge
+
+    for i in gpu_rows:
+        try:
+            device = devices.get_accelerator(str(columns["gpu_model"][i] or "") or None)
+            config = knowledge.config_from_row({k: v[i] for k, v in columns.items()})
+            shape = (int(columns["input_h"][i]), int(columns["input_w"][i]), int(columns["input_c"][i]))
+            step = devices.estimate_model_step(device, config, str(columns["model"][i]), shape,
+                                               int(columns["num_classes"][i]))
+        except Exception:  # noqa: BLE001 - an unknown GPU, model or an unreadable row: no physics for it
+            continue
+        out[i] = step.expected_s * total_steps[i]
+    return out
 
 
 def _knob_column(columns: Mapping[str, Sequence[Any]], knob: str) -> np.ndarray:
