@@ -652,3 +652,25 @@ def test_the_device_model_is_a_feature_of_gpu_rows_only() -> None:
                                        tuple(gpu.input_shape), gpu.num_classes)
     steps = -(-gpu.train_samples // 128) * 2
     assert got[0] == pytest.approx(step.expected_s * steps) and np.isnan(got[1]) and np.isnan(got[2])
+
+
+def test_a_dataset_the_model_never_saw_gets_the_widest_band(fitted: sg.Surrogate, table_path: Path) -> None:
+    """Three calibrated offsets, each at least the one before: a seen workload, a new size of a seen
+    dataset, a dataset never seen (folds that hold out whole datasets set it)."""
+    from advisor.surrogate.model import seen_datasets
+
+    seen, new, data = (fitted.meta[k] for k in ("band_offsets", "band_offsets_new_workload", "band_offsets_new_dataset"))
+    assert set(data) == set(new) and all(data[k] >= new[k] >= seen[k] for k in data)
+    cols = kb.read(table_path).columns
+    row = {k: [v[0]] for k, v in cols.items()}
+    other = dict(row, input_h=[48], input_w=[48], input_c=[3], num_classes=[7], dataset_name=["other.npz"],
+                 landmark=[0.5])
+    x_seen, x_new = F.encode(row, fitted.schema), F.encode(other, fitted.schema)
+    assert seen_datasets(x_seen, fitted.meta["workloads"])[0] and not seen_datasets(x_new, fitted.meta["workloads"])[0]
+    # the new dataset's offset is the one applied to it, and only to it (time: log space, no clipping)
+    wider = sg.Surrogate(fitted.schema, fitted.boosters,
+                         {**fitted.meta, "band_offsets_new_dataset": {**data, "train_time_s": data["train_time_s"] + 0.2}})
+    for x, moved in ((x_new, True), (x_seen, False)):
+        a, b = fitted.predict_matrix(x)["train_time_s"], wider.predict_matrix(x)["train_time_s"]
+        ratio = (b.hi[0] / b.lo[0]) / (a.hi[0] / a.lo[0])
+        assert ratio == pytest.approx(np.exp(0.4) if moved else 1.0, rel=1e-6)

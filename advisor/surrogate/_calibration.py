@@ -21,7 +21,8 @@ from advisor.surrogate._boosters import _train_one
 from advisor.surrogate._targets import _INDEX, MIN_ROWS, QUANTILES
 from advisor.surrogate.features import FeatureSchema
 
-__all__ = ["CALIBRATION_FOLDS", "WORKLOAD_FEATURES", "workload_keys", "seen_workloads", "conformal_offset"]
+__all__ = ["CALIBRATION_FOLDS", "WORKLOAD_FEATURES", "workload_keys", "dataset_keys", "seen_workloads", "seen_datasets",
+           "conformal_offset"]
 
 #: Random folds of the in-fit band calibration (0 disables it).
 CALIBRATION_FOLDS = 4
@@ -38,6 +39,17 @@ def workload_keys(x: np.ndarray) -> np.ndarray:
     """Each row's workload as a float vector (:data:`WORKLOAD_FEATURES`, rounded; NaN as -1)."""
     cols = x[:, [_INDEX[name] for name in WORKLOAD_FEATURES]]
     return np.round(np.nan_to_num(cols, nan=-1.0), 4)
+
+
+def dataset_keys(keys: np.ndarray) -> np.ndarray:
+    """Workload keys without the training size: which dataset a row is, at any size."""
+    return keys[:, :-1]
+
+
+def seen_datasets(x: np.ndarray, known: Sequence[Sequence[float]]) -> np.ndarray:
+    """Whether each row's dataset (at any size) is among ``known`` workloads' datasets."""
+    table = {tuple(float(v) for v in k[:-1]) for k in known}
+    return np.array([tuple(k) in table for k in dataset_keys(workload_keys(x)).tolist()], dtype=bool)
 
 
 def seen_workloads(x: np.ndarray, known: Sequence[Sequence[float]]) -> np.ndarray:

@@ -33,7 +33,8 @@ def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("table_sha256") != table_sha256:
         return {}
     return {"band_offsets": dict(meta.get("band_offsets") or {}),
-            "band_offsets_new_workload": dict(meta.get("band_offsets_new_workload") or {})}
+            "band_offsets_new_workload": dict(meta.get("band_offsets_new_workload") or {}),
+            "band_offsets_new_dataset": dict(meta.get("band_offsets_new_dataset") or {})}
 
 
 def _shown(table: str) -> str:
@@ -48,17 +49,20 @@ def _calibration_line(meta: Mapping[str, Any]) -> str:
     folds = (meta.get("band_calibration") or {}).get("folds", 0)
     offsets = meta.get("band_offsets") or {}
     offsets_new = meta.get("band_offsets_new_workload") or {}
+    offsets_data = meta.get("band_offsets_new_dataset") or {}
     if folds < 2:
         return "The bands are the raw 10% and 90% quantile models (not calibrated)."
     show = lambda o: ", ".join(f"{k} {v:+.3g}" for k, v in o.items())  # noqa: E731
-    shown = (f" The shipped model's offsets: {show(offsets)}; for a new workload: {show(offsets_new)}."
+    shown = (f" The shipped model's offsets: {show(offsets)}; for a new workload: {show(offsets_new)}"
+             + (f"; for a new dataset: {show(offsets_data)}" if offsets_data else "") + "."
              if offsets else "")
-    return ("The bands are calibrated by conformalized quantile regression, twice: out-of-fold predictions "
+    return ("The bands are calibrated by conformalized quantile regression, three times: out-of-fold predictions "
             f"over {folds} random folds of the training rows set how far each band's edges move (in the model's "
-            f"space, log for time and memory) for a workload the model was trained on, and {folds} folds that "
-            "each hold out whole workloads (a dataset at one training size) set the offset for a workload it "
-            f"was not trained on (never less than the first).{shown} On rows like the training rows the band "
-            "then covers about 80%; a new dataset or device is not like them (see the coverage below). Every "
+            f"space, log for time and memory) for a workload the model was trained on; up to {folds} folds that "
+            "each hold out whole workloads (a dataset at one training size) set the offset for a new size of a "
+            f"known dataset; and folds that each hold out a whole dataset set it for a dataset the model never "
+            f"saw (each never less than the one before).{shown} On rows like the training rows the band "
+            "then covers about 80%; a new device is not like them (see the coverage below). Every "
             "fold of the evaluation below calibrates on its own training rows only.")
 
 

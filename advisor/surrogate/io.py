@@ -186,7 +186,7 @@ def _check_calibration(meta: dict[str, Any], path: Path) -> None:
     """Band offsets: objective -> finite number; the seen workloads: lists of numbers of one width."""
     from advisor.surrogate.model import WORKLOAD_FEATURES
 
-    for key in ("band_offsets", "band_offsets_new_workload"):
+    for key in ("band_offsets", "band_offsets_new_workload", "band_offsets_new_dataset"):
         offsets = meta.get(key) or {}
         if not isinstance(offsets, dict) or not all(map(_finite, offsets.values())):
             raise SurrogateError(f"Surrogate meta {path} is corrupt: '{key}' must map objectives to finite numbers; "

@@ -54,7 +54,8 @@ from advisor.surrogate._baselines import (MEMORY_BASIS, MEMORY_TARGET, POOLED, T
                                           time_baseline, with_memory_baseline, with_time_baseline)
 from advisor.surrogate._boosters import _train_one, lgb_params
 from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate,
-                                            conformal_offset, seen_workloads, workload_keys)
+                                            conformal_offset, dataset_keys, seen_datasets, seen_workloads,
+                                            workload_keys)
 from advisor.surrogate._compat import import_lightgbm
 from advisor.surrogate._curves import CURVE_OBJECTIVES, expand_curves, weights_and_final
 from advisor.surrogate._targets import (_LANDMARK, ACCURACY_COMPANION, LOG_OBJECTIVES, MIN_ROWS, OBJECTIVES, QUANTILES,
@@ -143,8 +144,10 @@ class Surrogate:
         out: dict[str, Band] = {}
         offsets = self.meta.get("band_offsets") or {}
         offsets_new = self.meta.get("band_offsets_new_workload") or {}
+        offsets_new_data = self.meta.get("band_offsets_new_dataset") or {}
         known = self.meta.get("workloads")
         seen = seen_workloads(x, known) if offsets_new and known is not None else None
+        seen_data = seen_datasets(x, known) if offsets_new_data and known is not None else None
         baseline = (self.meta.get("time_baseline") or {}).get("coefficients")
         reference = (self.meta.get("time_baseline") or {}).get("reference_gflops")
         memory = (self.meta.get("memory_baseline") or {}).get("coefficients")
@@ -175,6 +178,8 @@ class Surrogate:
             q = np.full(len(x), float(offsets.get(objective, 0.0)))
             if objective in offsets_new and seen is not None:
                 q[~seen] = float(offsets_new[objective])
+            if objective in offsets_new_data and seen_data is not None:
+                q[~seen_data] = float(offsets_new_data[objective])
             raw[:, 0] = np.minimum(raw[:, 0] - q, raw[:, 1])
             raw[:, 2] = np.maximum(raw[:, 2] + q, raw[:, 1])
             raw = from_model_space(objective, raw, xo)
@@ -238,6 +243,7 @@ def fit(
     reference: float | None = None
     memory: dict[str, list[float]] = {}
     offsets_new: dict[str, float] = {}
+    offsets_new_dataset: dict[str, float] = {}
     workloads: set[tuple[float, ...]] = set()
     landmark_fallback: float | None = None
     headroom_cap: float | None = None
@@ -300,6 +306,13 @@ def fit(
                             groups=np.unique(keys, axis=0, return_inverse=True)[1].ravel(), **curve)
         if offset is not None and objective in offsets:
             offsets_new[objective] = max(offset, offsets[objective])  # never narrower than a seen workload's
+        # A dataset the model never saw (at any size) is harder still: folds that hold out whole
+        # datasets set its offset (never narrower than a new size's of a seen dataset).
+        offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
+                            num_threads=num_threads, num_boost_round=num_boost_round,
+                            groups=np.unique(dataset_keys(keys), axis=0, return_inverse=True)[1].ravel(), **curve)
+        if offset is not None and objective in offsets_new:
+            offsets_new_dataset[objective] = max(offset, offsets_new[objective])
     baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "reference_gflops": reference,
                      "fit": "per framework, non-negative least squares of the relative error"} \
         if "train_time_s" in boosters else None
@@ -314,6 +327,7 @@ def fit(
             "row_counts": counts, "curve_readings": readings, "seed": seed, "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": TIME_TARGET, "memory_target": MEMORY_TARGET,
             "band_offsets": offsets, "band_offsets_new_workload": offsets_new,
+            "band_offsets_new_dataset": offsets_new_dataset,
             "workloads": sorted(list(k) for k in workloads),
             "band_calibration": {"method": "conformalized quantile regression", "folds": calibration_folds,
                                  "coverage": BAND_COVERAGE}}
