@@ -123,7 +123,8 @@ def _print(rec: Any) -> None:
                   + ". The bands are widened; treat the ranking as a hint and verify it (--verify N).")
     if rec.new_workload:
         out.print(f"New workload: the surrogate was fitted on no trial of {w.dataset} at {w.train_samples:,} "
-                  "training samples, so its bands use the wider offset calibrated on held-out workloads.")
+                  "training samples, so its bands use the wider offsets calibrated on held-out workloads "
+                  "(widest for a dataset it never saw at any size).")
     rows = list(rec.choices) + ([rec.baseline] if rec.baseline is not None else [])
     if narrow():  # one line per choice: a table this wide would cut numbers
         for c in rows:
