@@ -127,10 +127,15 @@ def test_accuracy_takes_the_lower_of_the_relative_and_the_plain_model(fitted: sg
     from advisor.surrogate.model import ACCURACY_COMPANION, QUANTILES
 
     assert ACCURACY_COMPANION not in fitted.boosters and fitted.meta["accuracy_target"]["combined_with"] is None
-    sg.save(fitted, tmp_path / "plain")
-    assert ACCURACY_COMPANION not in sg.load(tmp_path / "plain").boosters
+    plain_model = fitted
     monkeypatch.setattr(M, "COMBINE_WITH_PLAIN", True)
     fitted = sg.fit_file(table_path, num_boost_round=ROUNDS)
+    # saving a model without the companion over one with it leaves no stale booster files
+    sg.save(fitted, tmp_path / "plain")
+    assert len(list((tmp_path / "plain").glob(f"{ACCURACY_COMPANION}.q*.txt"))) == 3
+    sg.save(plain_model, tmp_path / "plain")
+    assert not list((tmp_path / "plain").glob(f"{ACCURACY_COMPANION}.q*.txt"))
+    assert ACCURACY_COMPANION not in sg.load(tmp_path / "plain").boosters
     cols = kb.read(table_path).columns
     x = F.encode(cols, fitted.schema)
     pred = fitted.predict_matrix(x)["test_accuracy"]

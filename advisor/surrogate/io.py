@@ -128,6 +128,12 @@ def save(surrogate: Surrogate, directory: str | Path, *, table_path: str | Path 
     }
     path = directory / META_NAME
     atomic_write(path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    # Booster files of a model saved here before that this one does not have (an objective it
+    # dropped): the meta no longer names them, so they would only mislead.
+    written = {name for per in files.values() for name in per.values()}
+    for old in directory.glob("*.q[0-9]*.txt"):
+        if old.name not in written:
+            old.unlink()
     return path
 
 
