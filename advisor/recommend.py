@@ -270,12 +270,14 @@ def recommend(
                               if device is not None else "No configuration meets the constraints.")
     if best_shot:
         # The level is unknown but the ranking of configurations transfers: the highest predicted
-        # accuracy first (a random draw on its band's low side), the faster first among those
-        # within BEST_SHOT_TIE of accuracy.
+        # accuracy first (a random draw on its band's low side). Among those within BEST_SHOT_TIE
+        # of it, the longer run first: on data the model does not know, its predicted curves are
+        # often flat (the learning-curve prior holds them level), and the shortest of a flat family
+        # is the worst shot at a target, not an equal one.
         idx = np.flatnonzero(eligible)
         level = np.floor((a_c[idx].max() - a_c[idx]) / BEST_SHOT_TIE)
-        order = [int(i) for i in idx[np.lexsort((t_c[idx], level))]]
-        how = (f"best shots: the highest predicted accuracy first, the faster first within "
+        order = [int(i) for i in idx[np.lexsort((-t_c[idx], level))]]
+        how = (f"best shots: the highest predicted accuracy first, the longer run first within "
                f"{BEST_SHOT_TIE:g} of accuracy")
     elif unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
         idx = np.flatnonzero(eligible)

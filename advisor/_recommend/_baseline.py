@@ -29,7 +29,7 @@ __all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "meas
 #: What a user would run without advice (besides the framework and the model).
 OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
 #: Run lengths the trusted recipes are offered at.
-EPOCH_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30)
+EPOCH_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 60)
 #: A measured figure's band when a configuration ran once: repeat noise on this machine is about
 #: this large (accuracy, absolute) and this factor (time and memory).
 MEASURED_ACCURACY_NOISE = 0.005
