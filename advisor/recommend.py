@@ -39,7 +39,7 @@ from advisor._recommend._evidence import (
 from advisor._recommend._ranking import PREFERENCES, front_layers, pareto_mask, rank, spread
 from advisor._recommend._device import device_figures as _device_figures
 from advisor._recommend._rules import (
-    ACCURACY_LEVEL_REASONS, BEST_SHOT_TIE, EXPLORATORY_CONFIDENCE, HARDWARE_REASONS, SWITCH_CONFIDENCE,
+    ACCURACY_LEVEL_REASONS, BEST_SHOT_MAX_EPOCHS, BEST_SHOT_TIE, EXPLORATORY_CONFIDENCE, HARDWARE_REASONS, SWITCH_CONFIDENCE,
     TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import best_shots as _best_shots
@@ -275,6 +275,8 @@ def recommend(
         # often flat (the learning-curve prior holds them level), and the shortest of a flat family
         # is the worst shot at a target, not an equal one.
         idx = np.flatnonzero(eligible)
+        within = np.array([cands[i].config.epochs <= BEST_SHOT_MAX_EPOCHS for i in idx])
+        idx = idx[within] if within.any() else idx
         level = np.floor((a_c[idx].max() - a_c[idx]) / BEST_SHOT_TIE)
         order = [int(i) for i in idx[np.lexsort((-t_c[idx], level))]]
         how = (f"best shots: the highest predicted accuracy first, the longer run first within "

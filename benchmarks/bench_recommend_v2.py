@@ -126,9 +126,18 @@ def run(args: argparse.Namespace) -> None:
                     epochs = max(1, min(60, int(0.95 * constraints.max_time_s // median(per_epoch))))
                     if epochs <= int(choice.config["epochs"]):
                         continue  # the recommender's run length already fills the budget
+                same_as_pick = (arm == "default" and choice.model == rec.choices[0].model
+                                and {**choice.config, "seed": 0} == {**rec.choices[0].config, "seed": 0})
                 for rep in range(args.repeats):
                     if (key, arm, rep) in done:
                         continue
+                    if same_as_pick:  # the pick is the default itself: its runs are the default's
+                        runs = [r for r in read_jsonl(RAW) if r.get("key") == key and r.get("arm") == "pick"
+                                and r.get("repeat") == rep]
+                        if runs:
+                            append_jsonl(RAW, {**runs[-1], "arm": "default", "reused_from": "pick"})
+                            print(f"{key} default #{rep}: the pick itself (its run reused)", flush=True)
+                            continue
                     sub = DATA_DIRS[dataset]
                     workload = Workload(dataset=dataset, model=choice.model, test_samples=None,
                                         data_dir=str(SHARED / sub) if sub else None, seed=rep)

@@ -12,7 +12,7 @@ from advisor._recommend._candidates import Candidate
 from advisor._recommend._constraints import Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
-__all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
+__all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "monotone_over_epochs", "p_better", "order",
            "best_shots", "impossible"]
 
@@ -22,6 +22,9 @@ TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
 #: Best shots whose predicted accuracy is within this of the highest count as equally good; the
 #: faster of them goes first.
 BEST_SHOT_TIE = 0.005
+#: Best shots run at most this many epochs (the epoch grid goes further for time-bounded questions
+#: on data whose epochs take a second): without a time bound, the longest tied run is taken.
+BEST_SHOT_MAX_EPOCHS = 30
 #: Below :data:`~advisor._recommend._constraints.CONFIDENCE` for every candidate, the surest ones down to this probability are shown
 #: with a warning; below it for every candidate, the request is refused as impossible.
 UNSURE_FLOOR = 0.6
