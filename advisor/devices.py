@@ -22,6 +22,8 @@ the step's precision (kept for the backward pass), plus the framework's CUDA con
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,21 +143,29 @@ def precision_of(config: Any, device: Accelerator) -> str:
     return "tf32" if device.tf32_tflops else "fp32"
 
 
-def estimate_model_step(device: Accelerator, config: Any, model: str, input_shape: tuple[int, ...],
-                        num_classes: int) -> StepEstimate:
-    """:func:`estimate_step` for a registry model on an input: its FLOPs, parameters, layer outputs
-    and weighted layers (conv, dense, batch norm) from :mod:`advisor.models`."""
+@functools.lru_cache(maxsize=256)
+def _model_facts(model: str, input_shape: tuple[int, ...], num_classes: int) -> tuple[float, int, float, int, int]:
+    """FLOPs per sample, parameters, layer outputs per sample, weighted layers and bytes per sample
+    of a registry model on an input (walking the spec costs far more than the roofline itself)."""
     import math
 
     from advisor import models
 
     spec = models.get_model(model)
-    return estimate_step(
-        device=device, config=config, flops_per_sample=models.training_flops_per_sample(spec, input_shape, num_classes),
-        params=models.param_count(spec, input_shape, num_classes),
-        activations_per_sample=float(models.activation_count(spec, input_shape, num_classes)),
-        layers=sum(1 for layer in models.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")),
-        sample_bytes=4 * math.prod(input_shape))
+    return (models.training_flops_per_sample(spec, input_shape, num_classes),
+            models.param_count(spec, input_shape, num_classes),
+            float(models.activation_count(spec, input_shape, num_classes)),
+            sum(1 for layer in models.walk_layers(spec.layers) if layer.kind in ("conv", "dense", "bn")),
+            4 * math.prod(input_shape))
+
+
+def estimate_model_step(device: Accelerator, config: Any, model: str, input_shape: tuple[int, ...],
+                        num_classes: int) -> StepEstimate:
+    """:func:`estimate_step` for a registry model on an input: its FLOPs, parameters, layer outputs
+    and weighted layers (conv, dense, batch norm) from :mod:`advisor.models`."""
+    flops, params, activations, layers, sample_bytes = _model_facts(model, tuple(input_shape), int(num_classes))
+    return estimate_step(device=device, config=config, flops_per_sample=flops, params=params,
+                         activations_per_sample=activations, layers=layers, sample_bytes=sample_bytes)
 
 
 def estimate_step(*, device: Accelerator, config: Any, flops_per_sample: float, params: int,

@@ -267,12 +267,16 @@ def device_model_times(columns: Mapping[str, Sequence[Any]], total_steps: np.nda
     gpu_rows = [i for i, k in enumerate(kinds) if k == "gpu"]
     if not gpu_rows:
         return out
-    from advisor import devices, knowledge
+    from types import SimpleNamespace
+
+    from advisor import devices
 
     for i in gpu_rows:
         try:
             device = devices.get_accelerator(str(columns["gpu_model"][i] or "") or None)
-            config = knowledge.config_from_row({k: v[i] for k, v in columns.items()})
+            # the knob values as recorded (no Config validation: thousands of candidates per answer)
+            config = SimpleNamespace(framework=columns["framework"][i],
+                                     **{k.name: columns[f"cfg_{k.name}"][i] for k in KNOBS if f"cfg_{k.name}" in columns})
             shape = (int(columns["input_h"][i]), int(columns["input_w"][i]), int(columns["input_c"][i]))
             step = devices.estimate_model_step(device, config, str(columns["model"][i]), shape,
                                                int(columns["num_classes"][i]))
