@@ -303,7 +303,8 @@ def render(_: argparse.Namespace) -> None:
               "the time asked ('filled'): what a user without advisor would run. 'beats default' compares with the",
               "better of the two that finished in time. Ties where the pick is the default itself are ties by",
               "construction: no alternative was 80% likely to beat it on a dataset the table does not hold.",
-              "", "Not measured in this report (see the issue note): `--budget 120s` against a 30-trial tuned study."]
+              "", "`--budget 120s` against a 30-trial tuned study given the same time: `budget.md`",
+              "(`benchmarks/bench_budget.py`)."]
     REPORT.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {REPORT}")
 
