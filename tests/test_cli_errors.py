@@ -24,7 +24,7 @@ CASES = [
     ("recommend --dataset mnist --top 0", "Invalid value for '--top'"),
     ("recommend --datset mnist", "No such option: --datset"),
     ("recommend --dataset mnist --frameworks pytorch", "Did you mean 'torch'?"),
-    ("recommend --dataset mnist --target-accuracy 0.99999", "likely to meet the constraints"),
+    ("recommend --dataset mnist --target-accuracy 0.99999", "--target-accuracy 0.99999"),
     ("recommend --dataset mnist --budget 1s", "too small for one trial"),
     ("tune --framework torch --dataset digits --trials 0", "Invalid value for '--trials'"),
     ("pareto --study x --storage sqlite:///missing.db", "No storage at sqlite:///missing.db"),

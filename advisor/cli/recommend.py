@@ -15,6 +15,7 @@ import typer
 
 from advisor.cli import app
 from advisor.cli._common import err, fail, narrow, out, print_json, user_errors
+from advisor.errors import ConstraintError
 
 
 class Preference(str, Enum):
@@ -290,11 +291,17 @@ def recommend_command(
         max_memory_mb=parse_quantity(max_memory, _UNITS_MB, "--max-memory", "2GB or 512MB") if max_memory else None,
     )
     names = [f.strip() for f in frameworks.split(",") if f.strip()] if frameworks else None
-    rec = rc.recommend(
-        dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
-        cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=max(top, 4) if budget_s else top, table=table,
-        model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
-    )
+    try:
+        rec = rc.recommend(
+            dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
+            cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=max(top, 4) if budget_s else top, table=table,
+            model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
+        )
+    except ConstraintError as exc:
+        if not target_accuracy:
+            raise
+        # the constraint the user gave is --target-accuracy (--min-accuracy ranked fastest first)
+        raise ConstraintError(str(exc).replace("--min-accuracy", "--target-accuracy")) from None
     for warning in rec.warnings:
         err.print(f"warning: {warning}")
     if (verify or budget_s is not None) and data_dir is not None:
