@@ -29,6 +29,15 @@ def narrow() -> bool:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def seconds_text(value: float) -> str:
+    """A duration as people read it: seconds below 2 minutes, minutes below 2 hours, then hours."""
+    if value < 120:
+        return f"{value:.3g} s"
+    if value < 7200:
+        return f"{value / 60:.3g} min"
+    return f"{value / 3600:.3g} h"
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: message`` as one line on stderr and exit."""
     line = " ".join(str(message).split())

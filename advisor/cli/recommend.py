@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from advisor.cli import app
-from advisor.cli._common import err, fail, narrow, out, print_json, user_errors
+from advisor.cli._common import err, fail, narrow, out, print_json, seconds_text, user_errors
 from advisor.errors import ConstraintError
 
 
@@ -56,14 +56,6 @@ def _band(p: Any, fmt: str) -> str:
     return f"{format(p.mid, fmt)} [{format(p.lo, fmt)}-{format(p.hi, fmt)}]"
 
 
-def _seconds(value: float) -> str:
-    if value < 120:
-        return f"{value:.3g} s"
-    if value < 7200:
-        return f"{value / 60:.3g} min"
-    return f"{value / 3600:.3g} h"
-
-
 _FW_SHORT = {"onnxruntime": "ort", "tensorflow": "tf", "sklearn": "sklearn", "torch": "torch"}
 
 
@@ -80,7 +72,7 @@ def _compact_accuracy(p: Any) -> str:
 
 
 def _time_band(p: Any) -> str:
-    return f"{_seconds(p.mid)} [{_seconds(p.lo)}-{_seconds(p.hi)}]"
+    return f"{seconds_text(p.mid)} [{seconds_text(p.lo)}-{seconds_text(p.hi)}]"
 
 
 _SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "nesterov", "weight_decay", "schedule",
@@ -167,7 +159,7 @@ def _print_details(rec: Any, rows: list[Any]) -> None:
         out.print(f"    run it: {rec.command(c)}", highlight=False)
         for e in c.evidence:
             measured = ", ".join(filter(None, (
-                _seconds(e.train_time_s) if e.train_time_s is not None else None,
+                seconds_text(e.train_time_s) if e.train_time_s is not None else None,
                 f"acc {e.test_accuracy:.3f}" if e.test_accuracy is not None else None,
                 f"{e.peak_memory_mb:.0f} MiB" if e.peak_memory_mb is not None else None,
             )))
@@ -196,7 +188,7 @@ def _print_verification(results: list[Any], stats: Any) -> None:
             if value is None:
                 return "-"
             flag = "" if v.within_band.get(key) else " (outside band)"
-            return (_seconds(value) if key == "train_time_s" else format(value, fmt)) + flag
+            return (seconds_text(value) if key == "train_time_s" else format(value, fmt)) + flag
 
         table.add_row(str(v.rank) if v.rank else "dflt", v.framework, v.status + (f": {v.note}" if v.note else ""),
                       _time_band(v.predicted["train_time_s"]), show("train_time_s", ""),

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from advisor.cli import app
-from advisor.cli._common import err, fail, out, print_json, user_errors
+from advisor.cli._common import err, fail, out, print_json, seconds_text, user_errors
 from advisor.errors import InvalidParameterError
 from advisor.records import FRAMEWORKS
 
@@ -118,21 +118,13 @@ class _Display:
         if p.best:
             tail.append(f"best {p.best}")
         if p.eta_s is not None and c.finished < p.n_trials:
-            tail.append(f"ETA {_duration(p.eta_s)}")
+            tail.append(f"ETA {seconds_text(p.eta_s)}")
         self.last = p.last or self.last
         if self.last:
             tail.append(self.last)
         if tail:
             lines.append("  " + " · ".join(tail))
         self.rows.plain = "\n".join(lines)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def front_table(front: Any, *, title: str) -> Table:
