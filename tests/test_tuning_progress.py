@@ -51,4 +51,4 @@ def test_display_shows_one_row_per_running_trial_and_the_eta() -> None:
     lines = display.rows.plain.splitlines()
     assert lines[0] == "  trial 3: epoch 2/5 · accuracy 0.9123 · 12 s"
     assert lines[1] == "  trial 4: starting · 1 s"
-    assert lines[2] == "  best trial 1: accuracy 0.95, time 3 s · ETA 125 s"
+    assert lines[2] == "  best trial 1: accuracy 0.95, time 3 s · ETA 2.08 min"
