@@ -333,3 +333,15 @@ def test_balanced_top_k_shows_the_trade_offs_instead_of_near_copies() -> None:
     assert spread[0] == 0  # the preference's pick stays first
     assert set(spread[:3]) == {0, 3, 4} and spread[3:] == [1, 2]  # the rest keep their order
     assert rc._spread(order, pts[:, 0], pts[:, 1], pts[:, 2], 1).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_feature_constant_in_the_table_has_no_spread() -> None:
+    """Rows that all hold one value (one machine's GEMM speed, in log10) have a computed spread of
+    rounding error: it must count as none, or a query with another value gets distances of 1e14."""
+    from advisor._recommend._evidence import feature_spread
+
+    x = np.column_stack([np.full(500, np.log10(183.0)) + np.array([0.0, 4e-16] * 250), np.arange(500.0),
+                         np.full(500, np.nan)])
+    assert 0 < np.nanstd(x[:, 0]) < 1e-9  # the rounding the rule is for
+    spread = feature_spread(x)
+    assert spread[0] == 1.0 and spread[1] == pytest.approx(np.std(np.arange(500.0))) and spread[2] == 1.0

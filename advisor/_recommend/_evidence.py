@@ -25,6 +25,17 @@ WIDEN_LOG = 2.0
 WIDEN_ACCURACY = 0.1
 
 
+def feature_spread(x: np.ndarray) -> np.ndarray:
+    """Each column's standard deviation, 1.0 where it has none. An all-unknown column (no GPU
+    trials) has none; so has a column whose rows all hold one value, though its computed spread is
+    rounding error (1e-16), not 0: dividing by that turns any other value into a distance of 1e14
+    that drowns every other feature, so a spread below 1e-9 counts as none."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        std = np.nanstd(x, axis=0)
+    return np.where((std > 1e-9) & np.isfinite(std), std, 1.0)
+
+
 class TrialSpace:
     """Standardised feature space of the table's trials, for nearest-trial evidence."""
 
@@ -35,10 +46,7 @@ class TrialSpace:
         self.cat = np.array([f.kind == "cat" for f in self.schema.features])
         self.log = np.array([f.log for f in self.schema.features])
         self.x = self._transform(encode(table.columns, self.schema))
-        with warnings.catch_warnings():  # an all-unknown column (no GPU trials...) has no spread
-            warnings.simplefilter("ignore", RuntimeWarning)
-            std = np.nanstd(self.x[:, ~self.cat], axis=0)
-        self.std = np.where((std > 0) & np.isfinite(std), std, 1.0)
+        self.std = feature_spread(self.x[:, ~self.cat])
 
     def _transform(self, x: np.ndarray) -> np.ndarray:
         x = x.copy()
