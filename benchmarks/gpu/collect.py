@@ -86,14 +86,32 @@ def plan() -> list[tuple[Workload, Config]]:
     return ordered
 
 
+def holdout_plan() -> list[tuple[Workload, Config]]:
+    """Configurations none of :func:`plan`'s trials used (other nets, optimizers, batch sizes and
+    sizes), to check the device model's constants out of sample once they were fitted on that plan."""
+    out = []
+    for dataset, model, batch, opt in (("mnist", "mlp", 256, "adam"), ("mnist", "bn_cnn_w8", 96, "adam"),
+                                       ("fashion-mnist", "lenet5", 384, "sgd"), ("cifar10", "resnet9_w8", 256, "adamw"),
+                                       ("cifar10", "bn_cnn_w8", 64, "momentum"), ("fashion-mnist", "resnet9_w8", 192, "adam"),
+                                       ("cifar10", "lenet5", 768, "sgd"), ("mnist", "resnet9_w16", 320, "momentum"),
+                                       ("cifar10", "resnet9_w64", 512, "momentum"), ("fashion-mnist", "mlp", 1536, "adamw")):
+        lr = 0.002 if opt in ("adam", "adamw") else 0.05
+        cfg = Config(framework="torch", device="cuda", batch_size=batch, learning_rate=lr, optimizer=opt,
+                     momentum=0.9 if opt == "momentum" else 0.0, epochs=3, schedule="onecycle", threads=1,
+                     bfloat16=batch >= 512)
+        out.append((_workload(dataset, model), cfg))
+    return out
+
+
 def predicted_cost(device: devices.Accelerator, w: Workload, c: Config) -> float:
     """Start-up plus the device model's expected step time over the trial's steps."""
     return STARTUP_S[c.framework] + _steps(w, c) * _step_s(device, w, c)
 
 
-def _steps(w: Workload, c: Config) -> int:
-    info = datasets.get_info(w.dataset)
-    return math.ceil((w.train_samples or info.train_size) / c.batch_size) * c.epochs
+def _steps(w: Workload, c: Config, available: int | None = None) -> int:
+    """Optimizer steps of the trial; ``available``: the training samples the data folder holds."""
+    n = w.train_samples or available or datasets.get_info(w.dataset).train_size
+    return math.ceil(n / c.batch_size) * c.epochs
 
 
 def _step_s(device: devices.Accelerator, w: Workload, c: Config) -> float:
@@ -101,9 +119,9 @@ def _step_s(device: devices.Accelerator, w: Workload, c: Config) -> float:
     return devices.estimate_model_step(device, c, w.model, tuple(info.input_shape), info.num_classes).expected_s
 
 
-def _fit_to_data(w: Workload, data_dir: Path) -> Workload | None:
+def _fit_to_data(w: Workload, data_dir: Path) -> tuple[Workload, int] | None:
     """The workload on the first folder that holds the dataset, with its sizes capped at what the
-    files hold; ``None`` when no folder does."""
+    files hold, and the training samples the folder holds; ``None`` when no folder does."""
     for sub in SUBDIRS[w.dataset]:
         folder = data_dir / sub
         if not folder.is_dir():
@@ -117,7 +135,7 @@ def _fit_to_data(w: Workload, data_dir: Path) -> Workload | None:
         if train is not None and train >= report.train_size:
             train = None
         return replace(w, train_samples=train, test_samples=min(w.test_samples or report.test_size, report.test_size),
-                       data_dir=str(folder))
+                       data_dir=str(folder)), report.train_size
     return None
 
 
@@ -147,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop starting trials after this many real seconds (default: --budget)")
     ap.add_argument("--jsonl", default=None, help="also append each trial, measured beside predicted, as a JSON line")
     ap.add_argument("--json", action="store_true", help="print the plan as JSON")
+    ap.add_argument("--holdout", action="store_true", help="run holdout_plan() instead: configurations the spread never used")
     ap.add_argument("--device", default="cuda", help="'cpu' rehearses the whole flow without a GPU (slowly)")
     args = ap.parse_args(argv)
     from advisor import hardware
@@ -157,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run:
         frameworks = _runnable(frameworks)
     chosen, total = [], 0.0
-    for w, c in plan():
+    for w, c in (holdout_plan() if args.holdout else plan()):
         if c.framework not in frameworks:
             continue
         cost = predicted_cost(device, w, c)
@@ -195,15 +214,16 @@ def main(argv: list[str] | None = None) -> int:
         if left < STARTUP_S[c.framework]:
             print(f"budget spent: {len(results)} of {len(chosen)} trials ran", flush=True)
             break
-        fitted = _fit_to_data(w, Path(args.data_dir))
-        if fitted is None:
+        found = _fit_to_data(w, Path(args.data_dir))
+        if found is None:
             print(f"{w.dataset}: no copy under {args.data_dir}, skipped", flush=True)
             continue
+        fitted, available = found
         if args.device != "cuda":
             c = replace(c, device=args.device, mixed_precision=False, bfloat16=False)
         r = run_trial(fitted, c, limits=Limits(wall_time_s=max(60.0, min(4 * cost, left))), study="gpu-collect")
         step = _step_s(device, fitted, c)
-        steps = _steps(fitted, c)
+        steps = _steps(fitted, c, available)
         epoch_times = [e.epoch_time_s for e in r.epochs] if r.epochs else []
         line = {"framework": c.framework, "dataset": fitted.dataset, "model": fitted.model,
                 "train_samples": fitted.train_samples, "batch_size": c.batch_size, "epochs": c.epochs,
