@@ -30,7 +30,7 @@ from typing import Any
 from advisor.errors import UnknownNameError
 
 __all__ = ["Accelerator", "ACCELERATORS", "DEFAULT_GPU", "get_accelerator", "StepEstimate", "estimate_step",
-           "estimate_model_step",
+           "estimate_model_step", "run_seconds", "WARMUP_S",
            "MAX_SLOWDOWN"]
 
 
@@ -98,6 +98,11 @@ ACHIEVED_FRACTION = 0.3
 HOST_FEED_BYTES_PER_S = 8e9
 #: The expected time never exceeds this multiple of the roofline.
 MAX_SLOWDOWN = 20.0
+#: Once per run, on top of the steps: the first epoch's CUDA and cuDNN warm-up (kernel selection,
+#: allocator growth, lazy module loading). torch's is the median first-epoch excess of the H200
+#: trials (benchmarks/results/gpu-model.md); the others are unmeasured and set from torch's by the
+#: graph tracing they add (TensorFlow's tf.function, ONNX Runtime's session build).
+WARMUP_S = {"torch": 0.5, "tensorflow": 2.0, "onnxruntime": 1.0, "sklearn": 0.0}
 #: A framework's CUDA context and workspace (MiB).
 CONTEXT_MIB = {"torch": 500.0, "tensorflow": 800.0, "onnxruntime": 450.0, "sklearn": 0.0}
 
@@ -144,6 +149,15 @@ def precision_of(config: Any, device: Accelerator) -> str:
     if getattr(config, "bfloat16", False) or getattr(config, "mixed_precision", False):
         return "bf16" if device.bf16_tflops else ("fp16" if device.fp16_tflops else "fp32")
     return "tf32" if device.tf32_tflops else "fp32"
+
+
+def run_seconds(step: StepEstimate, steps: int | float, framework: str) -> tuple[float, float]:
+    """``(roofline, expected)`` seconds of a run of ``steps`` steps: the expected time adds the
+    framework's one-off warm-up (:data:`WARMUP_S`), and stays within :data:`MAX_SLOWDOWN` times the
+    roofline like the step itself."""
+    roofline = steps * step.roofline_s
+    expected = steps * step.expected_s + WARMUP_S.get(framework, 0.5)
+    return roofline, min(expected, MAX_SLOWDOWN * roofline)
 
 
 @functools.lru_cache(maxsize=256)

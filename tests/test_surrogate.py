@@ -656,7 +656,7 @@ def test_the_device_model_is_a_feature_of_gpu_rows_only() -> None:
     step = devices.estimate_model_step(devices.get_accelerator("A100"), gpu.config, gpu.workload.model,
                                        tuple(gpu.input_shape), gpu.num_classes)
     steps = -(-gpu.train_samples // 128) * 2
-    assert got[0] == pytest.approx(step.expected_s * steps) and np.isnan(got[1]) and np.isnan(got[2])
+    assert got[0] == pytest.approx(devices.run_seconds(step, steps, "torch")[1]) and got[0] > step.expected_s * steps and np.isnan(got[1]) and np.isnan(got[2])
 
 
 def test_a_dataset_the_model_never_saw_gets_the_widest_band(fitted: sg.Surrogate, table_path: Path) -> None:
@@ -679,3 +679,19 @@ def test_a_dataset_the_model_never_saw_gets_the_widest_band(fitted: sg.Surrogate
         a, b = fitted.predict_matrix(x)["train_time_s"], wider.predict_matrix(x)["train_time_s"]
         ratio = (b.hi[0] / b.lo[0]) / (a.hi[0] / a.lo[0])
         assert ratio == pytest.approx(np.exp(0.4) if moved else 1.0, rel=1e-6)
+
+
+def test_device_holdout_scores_the_device_model_on_real_gpu_trials() -> None:
+    # The H200 trials run for the device model (benchmarks/gpu/device_run.sh), beside CPU rows: held
+    # out, their time is the device model's answer and their accuracy the CPU-fitted models'.
+    gpu_table = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "raw" / "gpu-h200" / "gpu-trials.csv.gz"
+    gpu_rows = kb.read(gpu_table).rows
+    table = kb.Table.from_rows(rows(60) + gpu_rows)
+    held = sg.device_holdout(table.columns, num_boost_round=30)
+    n_ok = sum(1 for r in gpu_rows if r["status"] == "ok")
+    assert held["time"]["rows"] == n_ok and held["time"]["gpu_models"] == ["NVIDIA H200"]
+    # physics within a factor of two of every measured run, in the median (warm-up included)
+    assert 0.5 < held["time"]["median_ratio"] < 2.0 and held["time"]["median_error"] < 0.6
+    assert held["accuracy"]["rows"] == n_ok and 0.0 <= held["accuracy"]["coverage"] <= 1.0
+    # no GPU row: nothing to report
+    assert sg.device_holdout(kb.Table.from_rows(rows(30)).columns, num_boost_round=30) == {}

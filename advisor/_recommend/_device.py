@@ -28,7 +28,7 @@ def device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
         step = devices.estimate_model_step(device, c.config, c.model or workload.model, workload.input_shape,
                                            workload.num_classes)
         steps = math.ceil(workload.train_samples / c.config.batch_size) * c.config.epochs
-        t[0][i], t[1][i] = steps * step.roofline_s, steps * step.expected_s
+        t[0][i], t[1][i] = devices.run_seconds(step, steps, c.config.framework)
         t[2][i] = min(3 * t[1][i], devices.MAX_SLOWDOWN * t[0][i])
         m[0][i], m[1][i], m[2][i] = 0.8 * step.memory_mib, step.memory_mib, 1.25 * step.memory_mib
         fits[i] = step.memory_mib <= device.memory_gib * 1024

@@ -5,7 +5,7 @@ Importing this package does not import LightGBM; fitting or loading a model does
 
 from __future__ import annotations
 
-from advisor.surrogate.evaluate import SCHEMES, Evaluation, Figures, evaluate, model_card, spearman
+from advisor.surrogate.evaluate import SCHEMES, Evaluation, Figures, device_holdout, evaluate, model_card, spearman
 from advisor.surrogate.features import FEATURES, Feature, FeatureSchema, encode, feature_values, schema_from_columns
 from advisor.surrogate.io import (
     file_sha256,
@@ -24,6 +24,7 @@ __all__ = [
     "Evaluation",
     "Figures",
     "evaluate",
+    "device_holdout",
     "model_card",
     "spearman",
     "FEATURES",

@@ -191,6 +191,25 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
                   "Asked of the curve's shape instead (the same level read on the predicted curve's own first and "
                   f"best readings), the median error is {100 * tta['median_error_shape']:.1f}%: most of the first "
                   "figure's error is the level of accuracy on an unseen dataset, not the time per epoch."]
+    held = getattr(evaluation, "device_holdout", {}) or {}
+    if held:
+        lines += ["", "## Leave one device out (GPU rows held out)", ""]
+        if "time" in held:
+            t = held["time"]
+            lines.append(
+                f"- Time, as `recommend` answers a GPU request when the table holds no GPU trial (the device "
+                f"model of `advisor/devices.py` over the run's steps): median error {100 * t['median_error']:.1f}% "
+                f"over {t['rows']} measured GPU trials ({', '.join(t['gpu_models'])}), median predicted / measured "
+                f"{t['median_ratio']:.2f}, Spearman rho {t['spearman']:.3f}. The measured time holds the first "
+                "epoch's CUDA and cuDNN warm-up, which the device model leaves out.")
+        if "accuracy" in held:
+            a = held["accuracy"]
+            lines.append(
+                f"- Accuracy from the models fitted on the CPU rows alone: MAE {a['mae']:.3f}, 10-90% band "
+                f"coverage {100 * a['coverage']:.1f}% over {a['rows']} GPU trials. A config trains to about the "
+                "same accuracy on either device, so GPU answers use the CPU trials' accuracy model.")
+        lines.append("- The reverse (CPU held out, learnt from the GPU rows) is not reported: the GPU rows are "
+                     "too few to train on.")
     kinds = list(dict(summary.get("by_device_kind", {})))
     lines += [
         "",

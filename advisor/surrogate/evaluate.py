@@ -18,13 +18,14 @@ of the 10-90% band (0.8 when the band is calibrated).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from advisor.surrogate._card import FULL_SIZE_SAMPLES, _shipped_offsets, model_card
-from advisor.surrogate.features import FeatureSchema, schema_from_columns
+from advisor.surrogate.features import FeatureSchema, device_model_times, schema_from_columns
 from advisor.surrogate.model import (
     CALIBRATION_FOLDS,
     DEFAULT_ROUNDS,
@@ -35,7 +36,7 @@ from advisor.surrogate.model import (
     training_columns,
 )
 
-__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "repeat_noise", "evaluate", "time_to_accuracy",
+__all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "repeat_noise", "evaluate", "time_to_accuracy", "device_holdout",
            "training_meta", "model_card"]
 
 SCHEMES = ("leave-one-dataset-out", "leave-one-train-size-out", "leave-one-hardware-out", "random-5-fold")
@@ -76,6 +77,7 @@ class Evaluation:
     skipped: tuple[str, ...]
     noise: dict[str, Any] = field(default_factory=dict)
     time_to_accuracy: dict[str, Any] = field(default_factory=dict)
+    device_holdout: dict[str, Any] = field(default_factory=dict)
 
     def get(self, objective: str, scheme: str) -> Figures | None:
         return next((f for f in self.figures if f.objective == objective and f.scheme == scheme), None)
@@ -83,7 +85,7 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "n_rows": self.n_rows, "figures": [asdict(f) for f in self.figures],
                 "skipped": list(self.skipped), "repeat_noise": dict(self.noise),
-                "time_to_accuracy": dict(self.time_to_accuracy)}
+                "time_to_accuracy": dict(self.time_to_accuracy), "device_holdout": dict(self.device_holdout)}
 
 
 def repeat_noise(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
@@ -246,8 +248,53 @@ def evaluate(
     if "leave-one-dataset-out" in schemes and {"train_time_s", "test_accuracy"} <= set(objectives):
         tta = time_to_accuracy(columns, schema=schema, seed=seed, num_threads=num_threads,
                                num_boost_round=num_boost_round)
+    held: dict[str, Any] = {}
+    if "leave-one-hardware-out" in schemes:
+        held = device_holdout(columns, schema=schema, seed=seed, num_threads=num_threads,
+                              num_boost_round=num_boost_round)
     return Evaluation(table=table, n_rows=len(columns["trial_id"]), figures=tuple(figures), skipped=tuple(skipped),
-                      noise=repeat_noise(columns), time_to_accuracy=tta)
+                      noise=repeat_noise(columns), time_to_accuracy=tta, device_holdout=held)
+
+
+def device_holdout(columns: Mapping[str, Sequence[Any]], *, schema: FeatureSchema | None = None, seed: int = 0,
+                   num_threads: int = 1, num_boost_round: int = DEFAULT_ROUNDS) -> dict[str, Any]:
+    """Leave one device kind out, as a GPU answer is made when the table holds no GPU trial.
+
+    The GPU rows are held out. Time is what ``recommend`` then answers with: the device model's
+    expected time (:mod:`advisor.devices`) over the run's steps, against the measured training time
+    (which also holds the first epoch's warm-up). Accuracy is the surrogate fitted on the CPU rows
+    alone (the claim that a config trains to the same accuracy on any device, under test), with its
+    band's coverage. Empty when the table holds no GPU row or too few CPU rows.
+    """
+    schema = schema or schema_from_columns(columns)
+    out: dict[str, Any] = {}
+    picked, y = training_columns(columns, "train_time_s")
+    kinds = np.array([str(k) for k in picked["device_kind"]], dtype=object)
+    gpu = np.flatnonzero(kinds == "gpu")
+    if not len(gpu):
+        return {}
+    sub = _subset(picked, gpu)
+    steps = np.array([math.ceil(int(n) / int(b)) * int(e) for n, b, e in zip(
+        sub["train_samples"], sub["cfg_batch_size"], sub["epochs_completed"])], dtype=float)
+    physics = device_model_times(sub, steps)
+    ok = np.isfinite(physics)
+    if ok.any():
+        ratio = physics[ok] / y[gpu][ok]
+        out["time"] = {"rows": int(ok.sum()), "median_error": float(np.median(np.abs(ratio - 1))),
+                       "median_ratio": float(np.median(ratio)),
+                       "spearman": spearman(physics[ok], y[gpu][ok]),
+                       "gpu_models": sorted({str(m) for m in sub["gpu_model"]})}
+    picked, y = training_columns(columns, "test_accuracy")
+    kinds = np.array([str(k) for k in picked["device_kind"]], dtype=object)
+    test, train = np.flatnonzero(kinds == "gpu"), np.flatnonzero(kinds != "gpu")
+    if len(test) and len(train) >= MIN_ROWS:
+        model = fit(_subset(picked, train), seed=seed, num_threads=num_threads, num_boost_round=num_boost_round,
+                    objectives=("test_accuracy",), schema=schema)
+        band = model.predict(_subset(picked, test))["test_accuracy"]
+        truth = y[test]
+        out["accuracy"] = {"rows": int(len(test)), "mae": float(np.mean(np.abs(band.mid - truth))),
+                           "coverage": float(np.mean((truth >= band.lo) & (truth <= band.hi)))}
+    return out
 
 
 #: The accuracy a held-out curve is asked to reach: this far from its first reading to its best.

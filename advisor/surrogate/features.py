@@ -260,8 +260,9 @@ def feature_values(columns: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray
 
 
 def device_model_times(columns: Mapping[str, Sequence[Any]], total_steps: np.ndarray) -> np.ndarray:
-    """:data:`DEVICE_FEATURE` per row: the device model's expected time per step times the steps,
-    for rows on a GPU whose model :mod:`advisor.devices` knows; NaN elsewhere."""
+    """:data:`DEVICE_FEATURE` per row: the device model's expected time of the run's steps
+    (:func:`advisor.devices.run_seconds`), for rows on a GPU whose model :mod:`advisor.devices`
+    knows; NaN elsewhere."""
     out = np.full(len(total_steps), np.nan)
     kinds = columns.get("device_kind") or [None] * len(total_steps)
     gpu_rows = [i for i, k in enumerate(kinds) if k == "gpu"]
@@ -282,7 +283,7 @@ def device_model_times(columns: Mapping[str, Sequence[Any]], total_steps: np.nda
                                                int(columns["num_classes"][i]))
         except Exception:  # noqa: BLE001 - an unknown GPU, model or an unreadable row: no physics for it
             continue
-        out[i] = step.expected_s * total_steps[i]
+        out[i] = devices.run_seconds(step, total_steps[i], str(columns["framework"][i]))[1]
     return out
 
 
