@@ -22,6 +22,7 @@ names are re-exported here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -165,9 +166,12 @@ def recommend(
         from advisor.devices import get_accelerator
 
         device = get_accelerator(target.gpu_model)  # an unknown name fails here, in one line
+        target = dataclasses.replace(target, gpu_model=device.name)  # 'h200' and 'NVIDIA H200' are one GPU
     kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
-    if device is not None and any(k == "gpu" and s == "ok" for k, s in zip(kb["device_kind"], kb["status"])):
-        device = None  # measured GPU trials exist: the surrogate knows GPUs
+    physics = device  # the requested GPU's row: its roofline bounds every GPU answer
+    if device is not None and sum(k == "gpu" and s == "ok" and g == device.name for k, s, g in zip(
+            kb["device_kind"], kb["status"], kb["gpu_model"])) >= MIN_GPU_TRIALS:
+        device = None  # enough measured trials of this GPU: the surrogate knows it (the device model is a feature)
 
     from advisor.datasets import refused_knobs
     from advisor.hardware import cpu_bf16_support
@@ -214,9 +218,15 @@ def recommend(
         if any(r.startswith(HARDWARE_REASONS) for r in reasons):
             (t[0], t[2]), (m[0], m[2]) = widen(t_band, True), widen(m_band, True)
     fits = np.ones(len(cands), dtype=bool)
-    if device is not None:  # no GPU trial in the table: physics for time and memory, the CPU's accuracy model
+    if device is not None:  # no trial of this GPU in the table: physics for time and memory, the CPU's accuracy model
         (t, m, fits), line = _device_figures(device, cands, workload)
         reasons.append(line)
+    elif physics is not None:  # the surrogate's GPU times, kept within what the device allows
+        (t_phys, _, fits), _ = _device_figures(physics, cands, workload)
+        from advisor.devices import MAX_SLOWDOWN
+
+        bound = MAX_SLOWDOWN * t_phys[0]
+        t = [np.clip(band, t_phys[0], bound) for band in t]
     is_measured = np.array([c.measured is not None for c in cands])
     for i in np.flatnonzero(is_measured):
         got = cands[i].measured
@@ -435,6 +445,12 @@ def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surr
     return x
 
 
+#: Measured trials of the requested GPU the table must hold before the surrogate's trees, rather
+#: than the device model (whose constants those trials fit), answer for its time and memory: a
+#: few dozen small-workload runs teach the trees less than the physics does.
+MIN_GPU_TRIALS = 200
+
+
 def _own_evidence(kb: knowledge.Table, got: Any) -> tuple[Evidence, ...]:
     ids = set(got.trial_ids)
     cols = kb.columns
@@ -442,7 +458,8 @@ def _own_evidence(kb: knowledge.Table, got: Any) -> tuple[Evidence, ...]:
         Evidence(trial_id=cols["trial_id"][i], framework=cols["framework"][i], dataset_name=cols["dataset_name"][i],
                  train_samples=cols["train_samples"][i], device_kind=cols["device_kind"][i], distance=0.0,
                  status=cols["status"][i], train_time_s=cols["train_time_s"][i],
-                 test_accuracy=cols["test_accuracy"][i], peak_memory_mb=cols["peak_memory_mb"][i])
+                 test_accuracy=cols["test_accuracy"][i], peak_memory_mb=cols["peak_memory_mb"][i],
+                 gpu_model=(cols["gpu_model"][i] or None) if cols["device_kind"][i] == "gpu" else None)
         for i in range(len(kb)) if cols["trial_id"][i] in ids
     )[:EVIDENCE_K]
 

@@ -345,3 +345,52 @@ def test_a_feature_constant_in_the_table_has_no_spread() -> None:
     assert 0 < np.nanstd(x[:, 0]) < 1e-9  # the rounding the rule is for
     spread = feature_spread(x)
     assert spread[0] == 1.0 and spread[1] == pytest.approx(np.std(np.arange(500.0))) and spread[2] == 1.0
+
+
+@pytest.fixture(scope="module")
+def with_gpu(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Constructed CPU rows plus the real H200 trials run for the device model (benchmarks/gpu)."""
+    import advisor.knowledge as kb
+
+    folder = tmp_path_factory.mktemp("gpu")
+    gpu = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "raw" / "gpu-h200" / "gpu-trials.csv.gz"
+    table = folder / "knowledge.csv.gz"
+    kb.write(rows(240, seed=5) + kb.read(gpu).rows, table)
+    model = sg.fit_file(table, num_boost_round=60)
+    sg.save(model, folder / "model", table_path=table)
+    return table, folder / "model"
+
+
+def _roofline_bounds(rec, c):  # type: ignore[no-untyped-def]
+    import math
+
+    from advisor import devices
+
+    info = rc.describe_workload(rec.workload.dataset, model=c.model)
+    cfg = Config.from_dict(c.config)
+    step = devices.estimate_model_step(devices.get_accelerator(rec.target.gpu_model), cfg, c.model,
+                                       info.input_shape, info.num_classes)
+    roofline, _ = devices.run_seconds(step, math.ceil(info.train_samples / cfg.batch_size) * cfg.epochs, "torch")
+    return roofline, devices.MAX_SLOWDOWN * roofline
+
+
+def test_gpu_answers_cite_gpu_trials_by_model_and_stay_within_the_roofline(
+        with_gpu: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _rec(with_gpu, "cifar10", device_kind="gpu", gpu_model="h200")
+    assert rec.target.gpu_model == "NVIDIA H200"  # 'h200' is the table's 'NVIDIA H200'
+    assert not any("no measured trials on GPU model" in r for r in rec.reasons)
+    # a few dozen trials of this GPU: the device model (fitted on them) still answers for time
+    assert any("device model of the NVIDIA H200" in r for r in rec.reasons)
+    cited = [e for c in rec.choices for e in c.evidence]
+    assert cited and all(e.device_kind == "gpu" and e.gpu_model == "NVIDIA H200" for e in cited)
+    other = _rec(with_gpu, "cifar10", device_kind="gpu", gpu_model="A100")
+    assert any("no measured trials on GPU model 'NVIDIA A100' (measured: NVIDIA H200)" in r for r in other.reasons)
+    assert all(e.device_kind == "gpu" for c in other.choices for e in c.evidence)
+    # Once the trees answer (enough trials of the GPU), their times are still held within physics.
+    monkeypatch.setattr(rc, "MIN_GPU_TRIALS", 1)
+    learnt = _rec(with_gpu, "cifar10", device_kind="gpu", gpu_model="h200")
+    assert not any("device model of" in r for r in learnt.reasons)
+    for c in learnt.choices:
+        lo, hi = _roofline_bounds(learnt, c)
+        for v in (c.time_s.lo, c.time_s.mid, c.time_s.hi):
+            assert lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)

@@ -35,6 +35,7 @@ def device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,
     line = (f"time and memory come from the device model of the {device.name} ({device.fp32_tflops:g} TFLOP/s FP32, "
             f"{device.bf16_tflops or device.fp16_tflops or device.fp32_tflops:g} at 16 bits, {device.bandwidth_gbs:g} GB/s, "
             f"{device.memory_gib:g} GiB; --gpu-model to change): the band runs from the roofline to "
-            f"{devices.MAX_SLOWDOWN:g}x it; accuracy from the CPU trials' model (the same run trains to the same "
+            f"{devices.MAX_SLOWDOWN:g}x it, its launch costs fitted to measured GPU runs "
+            "(benchmarks/results/gpu-model.md); accuracy from the CPU trials' model (the same run trains to the same "
             "accuracy on any device)")
     return (t, m, fits), line

@@ -96,6 +96,7 @@ def nearest_trials(space: TrialSpace, table: knowledge.Table, q: np.ndarray, fra
             train_samples=table["train_samples"][i], device_kind=table["device_kind"][i],
             distance=round(float(d[i]), 3), status=table["status"][i], train_time_s=table["train_time_s"][i],
             test_accuracy=table["test_accuracy"][i], peak_memory_mb=table["peak_memory_mb"][i],
+            gpu_model=(table["gpu_model"][i] or None) if table["device_kind"][i] == "gpu" else None,
         )
         for i in best
     )

@@ -41,6 +41,8 @@ class Evidence:
     train_time_s: float | None
     test_accuracy: float | None
     peak_memory_mb: float | None
+    #: The GPU a GPU trial ran on (``None`` for CPU trials and older records).
+    gpu_model: str | None = None
 
 
 @dataclass(frozen=True)

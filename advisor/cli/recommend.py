@@ -165,7 +165,7 @@ def _print_details(rec: Any, rows: list[Any]) -> None:
             )))
             label = "measured run" if c.basis == "measured" else f"measured nearby (distance {e.distance:.2g})"
             out.print(f"    {label}: trial {e.trial_id} ({e.framework}, {e.dataset_name}, "
-                      f"n={e.train_samples}, {e.device_kind}, {e.status}) {measured or '-'}")
+                      f"n={e.train_samples}, {e.gpu_model or e.device_kind}, {e.status}) {measured or '-'}")
         if not c.evidence:
             out.print(f"    no measured trial on a {rec.target.device_kind.upper()} to cite: the figures are predicted only")
 
