@@ -197,11 +197,12 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         if "time" in held:
             t = held["time"]
             lines.append(
-                f"- Time, as `recommend` answers a GPU request when the table holds no GPU trial (the device "
-                f"model of `advisor/devices.py` over the run's steps): median error {100 * t['median_error']:.1f}% "
+                f"- Time, as `recommend` answers a GPU request until the table holds enough trials of that GPU "
+                f"(the device model of `advisor/devices.py` over the run's steps, plus the framework's warm-up): "
+                f"median error {100 * t['median_error']:.1f}% "
                 f"over {t['rows']} measured GPU trials ({', '.join(t['gpu_models'])}), median predicted / measured "
-                f"{t['median_ratio']:.2f}, Spearman rho {t['spearman']:.3f}. The measured time holds the first "
-                "epoch's CUDA and cuDNN warm-up, which the device model leaves out.")
+                f"{t['median_ratio']:.2f}, Spearman rho {t['spearman']:.3f}. The device model's launch costs "
+                "were fitted on these very runs (benchmarks/results/gpu-model.md has the out-of-sample check).")
         if "accuracy" in held:
             a = held["accuracy"]
             lines.append(
