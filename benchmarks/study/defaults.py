@@ -389,11 +389,13 @@ def plan(*, presets: Iterable[str] | None = None, frameworks: Sequence[str] = FR
                                 test_samples=test_samples)
         run_epochs = epochs or min(preset.epochs(scale_epochs=epochs_scale), max_epochs)
         attrs = {"study.kind": "defaults", "study.preset": name, "study.seed_framework": preset.seed_framework,
-                 "study.preset_dataset": preset.dataset, "study.epochs_given": preset.epochs_given,
+                 "study.preset_dataset": preset.dataset, "study.dataset": ds, "study.epochs_given": preset.epochs_given,
                  "study.epochs_run": run_epochs, "study.epochs_scale": epochs_scale, "study.max_epochs": max_epochs,
                  "study.note": preset.note}
         for fw in frameworks:
-            study = f"defaults-{name}-{fw}"
+            # A preset run on another dataset than its own (MNIST's stock settings on Fashion-MNIST)
+            # is its own study, beside the preset's own.
+            study = f"defaults-{name}-{fw}" if ds == preset.dataset else f"defaults-{name}-on-{ds}-{fw}"
             why = None if preset.supports(fw) else (
                 f"{fw} cannot run optimizer {preset.optimizer!r}: ONNX Runtime's training API has no momentum SGD")
             configs: list[Config] = []

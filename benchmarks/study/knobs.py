@@ -35,12 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from defaults import SHARED, Cell, add_common_args, finish, parse_cores, split, workload_for  # noqa: E402
 
+from advisor.datasets import refused_knobs  # noqa: E402
 from advisor.records import FRAMEWORKS, Config  # noqa: E402
 
-DATASETS = ("mnist", "cifar10")
+DATASETS = ("mnist", "fashion-mnist", "cifar10")
 TRAIN_SAMPLES = 5000
 TEST_SAMPLES = 2000
-BASE_EPOCHS = {"mnist": 3, "cifar10": 5}
+BASE_EPOCHS = {"mnist": 3, "fashion-mnist": 3, "cifar10": 5}
 COMMON_KNOBS: dict[str, tuple[Any, ...]] = {
     "batch_size": (16, 32, 64, 128, 256, 512),
     "learning_rate": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2),
@@ -52,6 +53,20 @@ SWITCHES: dict[str, dict[str, tuple[Any, ...]]] = {
     "onnxruntime": {"execution_mode": ("sequential", "parallel"),
                     "graph_optimization": ("disable", "basic", "extended", "all")},
     "sklearn": {},
+}
+
+
+#: The training-recipe knobs (issue 14), each swept where its declaration says the framework honours
+#: it; a value the framework or dataset refuses (``Config``, ``refused_knobs``) is left out.
+RECIPE_KNOBS: dict[str, tuple[Any, ...]] = {
+    "optimizer": ("adam", "adamw", "sgd", "momentum"),
+    "schedule": ("constant", "step", "cosine", "onecycle"),
+    "weight_decay": (0.0, 5e-4),
+    "label_smoothing": (0.0, 0.1),
+    "augment_translate": (0, 2),
+    "augment_flip": (False, True),
+    "channels_last": (False, True),
+    "bfloat16": (False, True),
 }
 
 
@@ -70,12 +85,18 @@ def base_config(framework: str, dataset: str, *, cores: int, epochs: int | None 
 
 def knob_values(framework: str, *, cores: int) -> dict[str, tuple[Any, ...]]:
     """Every knob of ``framework`` with the values it takes."""
-    return {**COMMON_KNOBS, "threads": tuple(range(1, cores + 1)), **SWITCHES[framework]}
+    from advisor.knobs import get_knob
+
+    recipe = {k: v for k, v in RECIPE_KNOBS.items()
+              if get_knob(k).frameworks is None or framework in get_knob(k).frameworks}
+    return {**COMMON_KNOBS, "threads": tuple(range(1, cores + 1)), **SWITCHES[framework], **recipe}
 
 
 def vary(base: Config, knob: str, value: Any, *, cores: int) -> Config:
     """``base`` with one knob changed (and what that knob drags along, e.g. inter-op threads)."""
     changes: dict[str, Any] = {knob: value}
+    if knob == "optimizer" and value == "momentum":
+        changes["momentum"] = 0.9  # momentum SGD without momentum is plain SGD
     if knob == "execution_mode" and value == "parallel":
         changes["inter_op_threads"] = max(1, cores // 2)  # the search space's ${cores_half}
     return dataclasses.replace(base, **changes)
@@ -104,6 +125,18 @@ def plan(*, frameworks: Sequence[str] = FRAMEWORKS, datasets: Sequence[str] = DA
                     values = tuple(sorted(set(epoch_values)))
                 elif knob == "epochs" and epochs is not None:
                     values = tuple(sorted({epochs, epochs + 1}))  # an override keeps the sweep tiny
+                if knob in refused_knobs(ds):
+                    continue
+                kept = []
+                for v in values:
+                    try:
+                        vary(base, knob, v, cores=cores)
+                    except ValueError:  # this framework's Config refuses the value (one line, by design)
+                        continue
+                    kept.append(v)
+                values = tuple(kept)
+                if len(values) < 2:
+                    continue
                 configs = tuple(dataclasses.replace(vary(base, knob, v, cores=cores), seed=r)
                                 for r in range(repeats) for v in values)
                 attrs = {"study.kind": "knob", "study.framework": fw, "study.dataset": ds, "study.knob": knob,

@@ -137,7 +137,11 @@ class Report:
             f"{_cmd('defaults.py', '--presets tensorflow-mnist,caffe-mnist,torch-mnist,theano-mnist --frameworks torch,onnxruntime --max-epochs 3 --repeats 3 --cores 1')} "
             "(and `--frameworks tensorflow --cores 0`), and "
             f"{_cmd('defaults.py', '--presets tensorflow-cifar10,caffe-cifar10,torch-cifar10,theano-cifar10 --frameworks torch,onnxruntime --train-samples 5000 --test-samples 2000 --max-epochs 3 --repeats 2 --cores 0')} "
-            "(and `--frameworks tensorflow --cores 1`); studies `defaults-<preset>-<framework>`. scikit-learn is "
+            "(and `--frameworks tensorflow --cores 1`); studies `defaults-<preset>-<framework>`. The MNIST presets "
+            "also ran on Fashion-MNIST (60,000 / 10,000, the same LeNet-5): "
+            f"{_cmd('defaults.py', '--presets tensorflow-mnist,caffe-mnist,torch-mnist,theano-mnist --dataset fashion-mnist --frameworks torch,onnxruntime --max-epochs 3 --repeats 2 --cores 1')} "
+            "(and `--frameworks tensorflow --cores 0`), studies `defaults-<preset>-on-fashion-mnist-<framework>`: "
+            "the rows '<preset> on fashion-mnist'. scikit-learn is "
             "not run on these: its numpy conv engine needs minutes per epoch at these sizes and batches.")
         if studies is None:
             return
@@ -145,6 +149,8 @@ class Report:
         for name, d in studies.items():
             a = d.attrs
             preset, fw = a.get("study.preset", "?"), a.get("study.framework", "?")
+            if a.get("study.dataset") and a.get("study.dataset") != a.get("study.preset_dataset"):
+                preset = f"{preset} on {a['study.dataset']}"
             scaling = (f"{a.get('study.epochs_given', 0):.4g} -> {a.get('study.epochs_run')} "
                        f"(x{a.get('study.epochs_scale')}, cap {a.get('study.max_epochs')})")
             if a.get("study.not_applicable"):
