@@ -54,7 +54,9 @@ def test_knob_plan_varies_one_knob_from_the_base() -> None:
     names = [c.study for c in cells]
     assert "knob-torch-mnist-onednn" in names and "knob-onnxruntime-mnist-graph_optimization" in names
     assert "knob-onnxruntime-mnist-onednn" not in names
-    assert sum(len(c.configs) for c in cells if c.study.startswith("knob-torch")) == (6 + 6 + 5 + 2 + 2) * 3
+    classic = ("batch_size", "learning_rate", "epochs", "threads", "onednn")
+    assert sum(len(c.configs) for c in cells
+               if c.study.startswith("knob-torch") and c.attrs["study.knob"] in classic) == (6 + 6 + 5 + 2 + 2) * 3
     batch = next(c for c in cells if c.study == "knob-torch-mnist-batch_size")
     base = knobs.base_config("torch", "mnist", cores=2)
     assert batch.workload.train_samples == 5000 and batch.workload.test_samples == 2000
@@ -63,6 +65,35 @@ def test_knob_plan_varies_one_knob_from_the_base() -> None:
     assert [c.seed for c in batch.configs[:7]] == [0] * 6 + [1]  # repeats outermost
     par = knobs.vary(knobs.base_config("onnxruntime", "mnist", cores=4), "execution_mode", "parallel", cores=4)
     assert par.inter_op_threads == 2
+
+
+def test_knob_plan_sweeps_the_recipe_knobs_where_they_apply() -> None:
+    from advisor.knobs import get_knob
+
+    cells = {c.study: c for c in knobs.plan(frameworks=["torch", "onnxruntime"], datasets=["mnist", "cifar10"],
+                                             repeats=1, cores=1)}
+    for knob in ("schedule", "label_smoothing", "augment_translate", "channels_last", "bfloat16", "optimizer",
+                 "weight_decay"):
+        assert f"knob-torch-cifar10-{knob}" in cells
+    # flipping digits changes their labels: refused on MNIST, swept on CIFAR-10
+    assert "knob-torch-mnist-augment_flip" not in cells and "knob-torch-cifar10-augment_flip" in cells
+    # a knob the framework's runtime does not honour is not swept there
+    assert get_knob("label_smoothing").frameworks is not None and "onnxruntime" not in get_knob("label_smoothing").frameworks
+    assert "knob-onnxruntime-cifar10-label_smoothing" not in cells
+    schedules = [c.schedule for c in cells["knob-torch-cifar10-schedule"].configs]
+    assert schedules == ["constant", "step", "cosine", "onecycle"]
+    momentum = [c for c in cells["knob-torch-cifar10-optimizer"].configs if c.optimizer == "momentum"]
+    assert momentum and all(c.momentum == 0.9 for c in momentum)
+    # every swept value is one the framework's Config accepts
+    for cell in cells.values():
+        assert len({getattr(c, cell.attrs["study.knob"]) for c in cell.configs}) >= 2
+
+
+def test_a_preset_on_another_dataset_is_its_own_study() -> None:
+    cells = defaults.plan(presets=["caffe-mnist"], frameworks=["torch"], dataset="fashion-mnist")
+    assert [c.study for c in cells] == ["defaults-caffe-mnist-on-fashion-mnist-torch"]
+    assert cells[0].workload.dataset == "fashion-mnist" and cells[0].attrs["study.dataset"] == "fashion-mnist"
+    assert defaults.plan(presets=["caffe-mnist"], frameworks=["torch"])[0].study == "defaults-caffe-mnist-torch"
 
 
 def test_profile_plan() -> None:
