@@ -22,6 +22,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import itertools
 import json
@@ -119,6 +120,12 @@ def _step_s(device: devices.Accelerator, w: Workload, c: Config) -> float:
     return devices.estimate_model_step(device, c, w.model, tuple(info.input_shape), info.num_classes).expected_s
 
 
+@functools.lru_cache(maxsize=None)
+def _inspect(dataset: str, folder: str) -> datasets.SourceReport:
+    """What a folder holds, read (and hashed) once per run, not once per trial."""
+    return datasets.inspect_source(dataset, data_dir=folder)
+
+
 def _fit_to_data(w: Workload, data_dir: Path) -> tuple[Workload, int] | None:
     """The workload on the first folder that holds the dataset, with its sizes capped at what the
     files hold, and the training samples the folder holds; ``None`` when no folder does."""
@@ -127,7 +134,7 @@ def _fit_to_data(w: Workload, data_dir: Path) -> tuple[Workload, int] | None:
         if not folder.is_dir():
             continue
         try:
-            report = datasets.inspect_source(w.dataset, data_dir=str(folder))
+            report = _inspect(w.dataset, str(folder))
         except Exception as exc:  # a malformed copy: say so and try the next folder
             print(f"skipping {folder}: {exc}", file=sys.stderr)
             continue
