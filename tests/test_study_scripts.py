@@ -116,10 +116,10 @@ def _trials(storage: str, name: str) -> list:
 def test_defaults_runs_resume_without_duplicates(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--storage", storage, "--presets", "torch-mnist", "--frameworks", "sklearn", "--repeats", "2", *TINY]
     assert defaults.main([*args, "--max-trials", "1"]) == 0
-    first = _trials(storage, "defaults-torch-mnist-sklearn")
+    first = _trials(storage, "defaults-torch-mnist-on-digits-sklearn")
     assert len(first) == 1
     assert defaults.main([*args, "--max-trials", "2"]) == 0  # the plan holds 2: only one is left
-    trials = _trials(storage, "defaults-torch-mnist-sklearn")
+    trials = _trials(storage, "defaults-torch-mnist-on-digits-sklearn")
     assert len(trials) == 2
     results = [TrialResult.from_dict(t.user_attrs["advisor.result"]) for t in trials]
     assert sorted(r.config.seed for r in results) == [0, 1]
@@ -133,7 +133,7 @@ def test_defaults_runs_resume_without_duplicates(storage: str, capsys: pytest.Ca
     assert "2 trials (0 to run)" in capsys.readouterr().out
     # a not-applicable cell is recorded as such, with no trial
     assert defaults.main(["--storage", storage, "--presets", "caffe-mnist", "--frameworks", "onnxruntime", *TINY]) == 0
-    study = defaults.open_study(storage, "defaults-caffe-mnist-onnxruntime")
+    study = defaults.open_study(storage, "defaults-caffe-mnist-on-digits-onnxruntime")
     assert "momentum" in study.user_attrs[defaults.NOT_APPLICABLE_ATTR] and not study.get_trials()
 
 
@@ -157,8 +157,8 @@ def test_report_renders_from_the_storage(storage: str, tmp_path: Path) -> None:
                     "## 5. Against the seed study", "## 6. Targets", "## 7. Knowledge base"):
         assert heading in text
     defaults_part = text.split("## 1.")[1].split("## 2.")[0]
-    assert "| torch-mnist | sklearn |" in defaults_part and "2 ok" in defaults_part
-    assert "| caffe-mnist | onnxruntime | n/a |" in defaults_part
+    assert "| torch-mnist on digits | sklearn |" in defaults_part and "2 ok" in defaults_part
+    assert "| caffe-mnist on digits | onnxruntime | n/a |" in defaults_part
     profiles_part = text.split("## 4.")[1].split("## 5.")[0]
     assert "not yet measured" in profiles_part
     seed_part = text.split("## 5.")[1].split("## 6.")[0]
