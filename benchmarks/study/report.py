@@ -78,7 +78,10 @@ def _statuses(results: Sequence[TrialResult]) -> str:
     counts: dict[str, int] = defaultdict(int)
     for r in results:
         counts[r.status] += 1
-    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    contended = sum(1 for r in results if r.contended)
+    # Other processes used the granted cores during these runs: their times are too long.
+    return f"{text} ({contended} contended)" if contended else text
 
 
 def _cmd(script: str, extra: str = "") -> str:
@@ -210,6 +213,10 @@ class Report:
             f"{_cmd('knobs.py', '--datasets cifar10 --train-samples 2000 --test-samples 1000 --epochs 4 --epoch-values 1,2,4,8 --cores 1 --repeats 2 --knobs ...')} "
             "(the same knobs), and the threads sweeps on both cores, "
             f"{_cmd('knobs.py', '--cores 0,1 --knobs threads --repeats 2')} with the same dataset options. "
+            "The training-recipe knobs (optimizer choices, schedule, weight decay, label smoothing, translate and "
+            "flip augmentation, channels-last, bfloat16) on PyTorch, over MNIST, Fashion-MNIST and CIFAR-10: "
+            f"{_cmd('knobs.py', '--frameworks torch --datasets mnist,fashion-mnist,cifar10 --knobs optimizer,schedule,weight_decay,label_smoothing,augment_translate,augment_flip,channels_last,bfloat16 --repeats 2 --cores 1')} "
+            "(each knob only where the dataset honours it: no horizontal flip on MNIST digits). "
             "The single-core sweeps ran two at a time, each pinned to its own core. Studies "
             "`knob-<framework>-<dataset>-<knob>`. Each row: median [min-max], CV over the repeats.")
         if studies is None:
