@@ -608,3 +608,50 @@ def test_full_disk_fixture_really_refuses_writes(full_disk: FullDisk) -> None:
     full_disk.fill()
     done = full_disk.run(["-c", f"open({str(full_disk.folder / 'probe')!r}, 'wb').write(b'x' * 65536)"])
     assert done.returncode != 0 and ("File too large" in done.stderr or "No space left" in done.stderr)
+
+
+def test_workers_opening_a_new_sqlite_storage_at_the_same_moment_all_get_it(tmp_path: Path) -> None:
+    """Each process creates the tables of a database it finds empty; the losers of that race see
+    'table ... already exists' (or a duplicate schema version row) and open it again rather than failing (a second worker started
+    beside the first used to die here)."""
+    db = f"sqlite:///{tmp_path}/race.db"
+    go = time.time() + 3.0
+    code = textwrap.dedent(f"""
+        import time
+        from advisor.tuning import open_storage
+        time.sleep(max(0.0, {go!r} - time.time()))
+        open_storage({db!r}).get_all_studies()
+        print("opened")
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-500:] for _, err in outs]
+    assert all(out.strip() == "opened" for out, _ in outs)
+
+
+def test_a_schema_race_is_retried_and_other_open_errors_are_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import optuna.storages
+
+    from advisor.errors import StorageError
+
+    real = optuna.storages.RDBStorage
+    calls = []
+
+    class LosingOnce(real):  # type: ignore[misc,valid-type]  # the race's loser, injected once
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("(sqlite3.OperationalError) table trial_intermediate_values already exists")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", LosingOnce)
+    assert open_storage(f"sqlite:///{tmp_path}/a.db").get_all_studies() == [] and len(calls) == 2
+
+    class Broken(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("(sqlite3.OperationalError) disk I/O error")
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Broken)
+    with pytest.raises(StorageError, match="disk I/O error"):
+        open_storage(f"sqlite:///{tmp_path}/b.db")

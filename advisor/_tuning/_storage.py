@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ DEFAULT_STORAGE = "sqlite:///advisor.db"
 _SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg2", "postgresql+psycopg")
 DEFAULT_HEARTBEAT_S = 10
 DEFAULT_GRACE_S = 60
+#: Opens of a new database tried when another process created its tables at the same moment.
+SCHEMA_RACE_ATTEMPTS = 4
+#: What the loser of that race is told: a table, or the schema's version row, is already there.
+_SCHEMA_RACE_MARKERS = ("already exists", "alembic_version")
 
 logger = logging.getLogger("advisor.tuning")
 
@@ -158,19 +163,26 @@ def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT
     else:
         # Several local workers share one SQLite file: wait for the lock instead of failing.
         engine_kwargs = {"connect_args": {"timeout": 60}}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            kwargs: dict[str, Any] = {}
-            if heartbeat_interval is not None:
-                kwargs = {
-                    "heartbeat_interval": int(heartbeat_interval),
-                    "grace_period": int(grace_period or DEFAULT_GRACE_S),
-                    "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
-                }
-            return _heartbeat_tolerant(RDBStorage)(url, engine_kwargs=engine_kwargs, **kwargs)
-    except (InvalidParameterError, ImportError):
-        raise
-    except Exception as exc:  # sqlalchemy's OperationalError and friends
-        first = " ".join(str(exc).split())[:300]
-        raise StorageError(f"Cannot open storage {mask_url(url)}: {first}") from None
+    kwargs: dict[str, Any] = {}
+    if heartbeat_interval is not None:
+        kwargs = {
+            "heartbeat_interval": int(heartbeat_interval),
+            "grace_period": int(grace_period or DEFAULT_GRACE_S),
+            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
+        }
+    for attempt in range(SCHEMA_RACE_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return _heartbeat_tolerant(RDBStorage)(url, engine_kwargs=engine_kwargs, **kwargs)
+        except (InvalidParameterError, ImportError):
+            raise
+        except Exception as exc:  # sqlalchemy's OperationalError and friends
+            first = " ".join(str(exc).split())[:300]
+            # Two processes opening a new database at once both create its tables and write its
+            # schema version; the one that loses finds them there. The schema is then complete: open again.
+            if any(m in first for m in _SCHEMA_RACE_MARKERS) and attempt + 1 < SCHEMA_RACE_ATTEMPTS:
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise StorageError(f"Cannot open storage {mask_url(url)}: {first}") from None
+    raise AssertionError("unreachable")  # the loop returns or raises
