@@ -437,14 +437,15 @@ class Report:
 
             t = knowledge.read(self.kb_path)
             for row in t.rows:
-                if row["synthetic"] or row["status"] not in ("ok", "timeout", "pruned"):
+                # The seed figures and our targets are CPU training times: a GPU trial is not one.
+                if row["synthetic"] or row["status"] not in ("ok", "timeout", "pruned") or row["device_kind"] != "cpu":
                     continue
                 times, accs, total = row["epoch_times"] or [], row["accuracy_curve"] or [], 0.0
                 curve = []
                 for dt, acc in zip(times, accs):
                     total += float(dt)
                     curve.append((total, float(acc) if acc is not None else math.nan))
-                out[row["trial_id"]] = Run(row["trial_id"], f"{row['study']} (knowledge base)", row["framework"],
+                out[row["trial_id"]] = Run(row["trial_id"], f"{row['study'] or 'imported benchmark results'} (knowledge base)", row["framework"],
                                            row["dataset_name"], row["train_samples"] or 0, row["test_samples"] or 0,
                                            tuple(curve), bool(row["contended"]))
         for name, d in self.studies.items():
@@ -464,7 +465,7 @@ class Report:
             "(`reference/gtdlbench.md`, the seed study's own table). Ours: over every trial in the storage(s) "
             f"and in {kb}, the smallest training time at which an epoch reached the seed's accuracy on that "
             "dataset, with the trial id and where it is stored. The seed measured the full 10,000-image test sets; "
-            "we show the best on the full test set and on any test subset separately. Our CIFAR-10 is "
+            "we show the best on the full test set and on any test subset separately, CPU trials only. Our CIFAR-10 is "
             "`cifar-10-batches-bin` with 3 of the 5 training batches (30,000 images). *contended*: other "
             f"processes used the granted cores during that trial, so its time is pessimistic. {self.render_cmd}\n")
         runs = self.runs()
