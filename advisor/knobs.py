@@ -200,6 +200,10 @@ KNOBS: tuple[Knob, ...] = (
          targets=("gpu",), off=False, flag="--cudnn-benchmark"),
     Knob("seed", "int", 0, "Seed for initialisation, shuffling, augmentation and subsets.",
          low=0, high=2**63 - 1, encoding="none", flag="--seed", searchable=False),
+    Knob("time_budget_s", "float", 0.0,
+         "Seconds of training to fill (0: off): whole epochs run while the next is projected to fit, the "
+         "schedule re-spans the epochs projected after each one, and --epochs caps them.",
+         low=0.0, high=1e7, encoding="none", flag="--time-budget", searchable=False),
 )
 
 KNOB_NAMES = tuple(k.name for k in KNOBS)

@@ -16,7 +16,7 @@ Nothing here imports a deep-learning framework or Optuna, and LightGBM only when
 
 This module wires the steps together; each lives in a private module of ``advisor._recommend``
 (``_workload``, ``_candidates``, ``_baseline``, ``_portfolio``, ``_constraints``, ``_ranking``,
-``_rules``, ``_device``, ``_evidence``, ``_result``, ``_verify``, ``_budget``), and the public
+``_rules``, ``_filling``, ``_device``, ``_evidence``, ``_result``, ``_verify``, ``_budget``), and the public
 names are re-exported here.
 """
 
@@ -31,8 +31,11 @@ import numpy as np
 
 from advisor import knowledge
 from advisor._recommend._candidates import DEFAULT_CANDIDATES, Candidate, candidates, columns, unseen_knobs
-from advisor._recommend._baseline import EPOCH_GRID, measured_configs, obvious_default, same_workload_rows
+from advisor._recommend._baseline import (
+    EPOCH_GRID, MEASURED_ACCURACY_NOISE, accuracy_ceiling, measured_configs, obvious_default, same_workload_rows,
+)
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
+from advisor._recommend._filling import add_filling_runs
 from advisor._recommend._portfolio import build_portfolio, load_portfolio
 from advisor._recommend._evidence import (
     EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, widen,
@@ -44,6 +47,7 @@ from advisor._recommend._rules import (
     TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import best_shots as _best_shots
+from advisor._recommend._rules import cap_at_ceiling as _cap_at_ceiling
 from advisor._recommend._rules import impossible as _impossible
 from advisor._recommend._rules import monotone_over_epochs as _monotone_over_epochs
 from advisor._recommend._rules import order as _order
@@ -233,7 +237,15 @@ def recommend(
         for band, values in ((t, got.time_s), (a, got.accuracy), (m, got.memory_mb)):
             band[0][i], band[1][i], band[2][i] = values
     _monotone_over_epochs(cands, a)
-    trusted = np.array([c.source in TRUSTED_SOURCES for c in cands])
+    if constraints.max_time_s is not None:  # the default and the portfolio, also as runs that fill the bound
+        cands, x, fits = add_filling_runs(cands, x, fits, t, a, m, constraints.max_time_s)
+    is_measured = np.array([c.measured is not None for c in cands])
+    ceiling = accuracy_ceiling(kb, workload)
+    if ceiling is not None:
+        _cap_at_ceiling(a, ~is_measured, ceiling, MEASURED_ACCURACY_NOISE)
+    # Evidence first: where this workload was measured, a prediction outranks a measurement only
+    # on its band's conservative side (the default and the portfolio included).
+    trusted = is_measured if is_measured.any() else np.array([c.source in TRUSTED_SOURCES for c in cands])
     # Rank on the band's conservative side, except for trusted candidates (measured here, the
     # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
     # predicted medians is the optimizer's curse.

@@ -134,6 +134,7 @@ class Config(_JsonRecord):
     mixed_precision: bool = False
     cudnn_benchmark: bool = False
     seed: int = 0
+    time_budget_s: float = 0.0
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> "Config":

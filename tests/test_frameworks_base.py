@@ -62,3 +62,92 @@ def test_flip_mirrors_about_half_and_off_returns_the_input() -> None:
     mirrored = np.all(out == x[:, :, ::-1], axis=(1, 2, 3))
     kept = np.all(out == x, axis=(1, 2, 3))
     assert np.all(mirrored | kept) and 400 < mirrored.sum() < 600
+
+
+def test_budget_epochs_projects_from_the_slower_of_the_last_two() -> None:
+    from advisor.frameworks.base import budget_epochs
+
+    assert budget_epochs(60.0, [], 50) == 50  # nothing measured yet: the plan stands
+    assert budget_epochs(60.0, [10.0], 50) == 6
+    assert budget_epochs(60.0, [12.0, 8.0], 50) == 5  # 40 s left at 12 s an epoch: 3 more
+    assert budget_epochs(60.0, [12.0, 6.0, 6.0], 50) == 9  # a slow first epoch is forgotten after two
+    assert budget_epochs(60.0, [10.0], 4) == 4  # capped by the epochs asked for
+    assert budget_epochs(60.0, [70.0], 50) == 1  # never fewer than the epochs already run
+
+
+class _ClockTrainer:
+    """A backend whose epochs take ``epoch_s`` on a fake clock, recording the rate of every step."""
+
+    def __init__(self, config: Config, clock: list[float], epoch_s: list[float]) -> None:
+        from advisor.frameworks.base import Trainer
+
+        class _T(Trainer):
+            def configure(self):  # type: ignore[no-untyped-def]
+                return {}
+
+            def versions(self):  # type: ignore[no-untyped-def]
+                return {}
+
+            def build(self, spec, input_shape, num_classes):  # type: ignore[no-untyped-def]
+                self.step_, self.rates = 0, []
+                return 0
+
+            def train_epoch(self, x, y):  # type: ignore[no-untyped-def]
+                for _ in range(0, len(x), self.config.batch_size):
+                    self.rates.append(self.lr_at(self.step_))
+                    self.step_ += 1
+                clock[0] += epoch_s[min(len(epoch_s) - 1, self.step_ // -(-len(x) // self.config.batch_size) - 1)]
+                return 0.1
+
+            def predict(self, x):  # type: ignore[no-untyped-def]
+                return np.zeros(len(x), dtype=np.int64)
+
+        self.trainer = _T(config)
+
+
+def _run_on_clock(monkeypatch: pytest.MonkeyPatch, config: Config, epoch_s: list[float]):  # type: ignore[no-untyped-def]
+    import advisor.frameworks.base as base
+    from advisor.models import get_model
+
+    clock = [0.0]
+    monkeypatch.setattr(base.time, "perf_counter", lambda: clock[0])
+    trainer = _ClockTrainer(config, clock, epoch_s).trainer
+    events: list[dict] = []
+    x = np.zeros((100, 8, 8, 1), np.float32)
+    y = np.zeros(100, np.int64)
+    result = base.run_protocol(trainer, get_model("mlp"), x_train=x, y_train=y, x_test=x[:10], y_test=y[:10],
+                               num_classes=10, config=config, emit=events.append)
+    return result, events, trainer
+
+
+def test_a_time_budget_stops_before_an_epoch_that_would_overrun_and_the_schedule_ends_with_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    config = Config(framework="torch", batch_size=10, learning_rate=0.4, epochs=50, schedule="onecycle",
+                    warmup_fraction=0.1, time_budget_s=60.0)
+    result, events, trainer = _run_on_clock(monkeypatch, config, [7.0])  # 8 epochs fit, not 9
+    assert [e["epoch"] for e in events] == list(range(1, 9))
+    assert result.train_time_s == pytest.approx(56.0) and result.train_time_s <= config.time_budget_s
+    # Planned again after every epoch: the schedule spans the 8 epochs run, not the 50 asked for,
+    # so its last step runs near zero; the first epoch warmed up as planned for 50 (10 of 50 warm-up
+    # steps), and the re-plan to 80 steps (8 of warm-up) picks the decay up from there.
+    assert trainer.total_steps_ == 80
+    assert trainer.rates[-1] == pytest.approx(0.4 / (80 - 8), rel=1e-6)
+    assert trainer.rates[9] == pytest.approx(0.4 * 10 / 50) and trainer.rates[10] == pytest.approx(0.4 * (1 - 2 / 72))
+
+
+def test_without_a_budget_every_epoch_runs_and_the_first_epoch_always_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, events, _ = _run_on_clock(monkeypatch, Config(framework="torch", batch_size=10, epochs=5), [30.0])
+    assert len(events) == 5 and result.train_time_s == pytest.approx(150.0)
+    over = Config(framework="torch", batch_size=10, epochs=5, time_budget_s=20.0)
+    result, events, _ = _run_on_clock(monkeypatch, over, [30.0])
+    assert len(events) == 1 and result.train_time_s == pytest.approx(30.0)  # one epoch, even over the budget
+
+
+def test_time_budget_is_a_knob_with_a_flag_and_a_measure_command() -> None:
+    from advisor.knobs import get_knob, measure_argv
+
+    assert get_knob("time_budget_s").flag == "--time-budget" and not get_knob("time_budget_s").searchable
+    argv = measure_argv(Config(framework="sklearn", epochs=30, time_budget_s=60.0), dataset="digits", model="mlp")
+    assert argv[argv.index("--time-budget") + 1] == "60.0"
+    with pytest.raises(ValueError, match="time_budget_s"):
+        Config(framework="torch", time_budget_s=-1.0)

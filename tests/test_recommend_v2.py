@@ -220,13 +220,19 @@ def test_max_time_ranks_on_accuracy_and_breaks_only_exact_ties_towards_the_longe
     rec = _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=1e4), prefer="accurate", top=20)
     ranked = [c for c in rec.choices if "obvious default kept first" not in rec.ranking or c.rank > 1]
 
+    # Evidence first: where the workload was measured, only measurements rank on their median.
+    evidence = any(c.basis == "measured" for c in rec.choices)
+
+    def trusted(c):  # type: ignore[no-untyped-def]
+        return c.basis == "measured" if evidence else c.source in rc.TRUSTED_SOURCES
+
     def key(c):  # type: ignore[no-untyped-def]
-        return c.accuracy.mid if c.source in rc.TRUSTED_SOURCES else c.accuracy.lo
+        return c.accuracy.mid if trusted(c) else c.accuracy.lo
 
     for earlier, later in zip(ranked, ranked[1:]):
         assert key(earlier) >= key(later)
         if key(earlier) == key(later):
-            assert earlier.time_s.mid >= later.time_s.mid or earlier.source not in rc.TRUSTED_SOURCES
+            assert earlier.time_s.mid >= later.time_s.mid or not trusted(earlier)
 
 
 def test_a_target_on_an_unmeasured_dataset_gets_best_shots_and_an_impossible_one_a_line(
@@ -258,3 +264,45 @@ def test_a_target_on_an_unmeasured_dataset_gets_best_shots_and_an_impossible_one
     above = round(known.accuracy.mid + 0.5 * (1 - known.accuracy.mid), 4)
     with pytest.raises(ConstraintError, match="relax"):
         _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=above))
+
+
+def test_filling_runs_take_the_family_epoch_time_and_its_accuracy_at_the_epochs_that_fit() -> None:
+    from advisor._recommend._baseline import obvious_default
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._filling import filling_runs
+    from advisor._recommend._workload import Target
+
+    target = Target("cpu", 2, hardware_id="x", gemm_gflops={})
+    grid = (1, 2, 4, 6, 8, 10)
+    cands = [Candidate(obvious_default("torch", target, e), "default", None, model="lenet5") for e in grid]
+    cands.append(Candidate(obvious_default("torch", target, 3), "space:torch-cpu", None, model="lenet5"))
+    e = np.array(grid + (3,), dtype=float)
+    t = [8.0 * e, 10.0 * e, 15.0 * e]  # 10 s an epoch, 8 to 15 at the band's edges
+    a = [0.5 + 0.01 * e, 0.6 + 0.01 * e, 0.7 + 0.01 * e]
+    m = [np.full(len(e), 100.0), np.full(len(e), 110.0), np.full(len(e), 120.0)]
+    extra, bases, tb, ab, mb = filling_runs(cands, t, a, m, 60.0)
+    assert len(extra) == 1 and extra[0].source == "default" and extra[0].config.time_budget_s == 60.0  # the draw has none
+    assert extra[0].config.epochs == 7  # 60 // 8: the most epochs that may fit, the schedule's first plan
+    lo, mid, hi = tb[0]
+    assert mid == pytest.approx(60.0) and hi == pytest.approx(60.0) and lo == pytest.approx(56.0) and hi <= 60.0
+    # accuracy: the family's at 6 epochs (the middle fit), its low edge at 4 (60 // 15), its high at 6 (<= 7)
+    assert ab[0] == pytest.approx([0.54, 0.66, 0.76])
+    assert mb[0] == [100.0, 110.0, 120.0] and cands[bases[0]].config.epochs == 6
+    assert filling_runs(cands, t, a, m, 5.0)[0] == []  # not one epoch fits at the median
+
+
+def test_predictions_stay_under_what_was_measured_on_the_dataset() -> None:
+    from advisor._recommend._rules import CEILING_HEADROOM, cap_at_ceiling
+
+    a = [np.array([0.85, 0.80, 0.90]), np.array([0.985, 0.90, 0.95]), np.array([0.999, 0.93, 0.97])]
+    cap_at_ceiling(a, np.array([True, True, False]), 0.92, 0.005)
+    assert a[1].tolist() == pytest.approx([0.925, 0.90, 0.95])  # a measured row keeps its figures
+    assert a[2].tolist() == pytest.approx([0.92 + CEILING_HEADROOM * 0.08, 0.93, 0.97])
+    assert a[0].tolist() == pytest.approx([0.85, 0.80, 0.90])
+
+
+def test_a_time_bound_is_answered_with_a_run_that_fills_it(shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=120.0), prefer="accurate", top=60)
+    filling = [c for c in (*rec.choices, rec.baseline) if c is not None and c.config.get("time_budget_s")]
+    assert filling and all(c.config["time_budget_s"] == 120.0 and c.source in ("default", "portfolio") for c in filling)
+    assert all(c.time_s.mid <= 120.0 for c in filling)

@@ -695,3 +695,20 @@ def test_device_holdout_scores_the_device_model_on_real_gpu_trials() -> None:
     assert held["accuracy"]["rows"] == n_ok and 0.0 <= held["accuracy"]["coverage"] <= 1.0
     # no GPU row: nothing to report
     assert sg.device_holdout(kb.Table.from_rows(rows(30)).columns, num_boost_round=30) == {}
+
+
+def test_a_run_under_a_time_budget_teaches_the_epochs_it_ran() -> None:
+    from advisor.surrogate._curves import curve_epochs, epochs_run, expand_curves
+
+    cols = {"trial_id": ["a", "b", "c", "d"], "status": ["ok", "ok", "pruned", "ok"], "synthetic": [False] * 4,
+            "cfg_epochs": [60, 5, 10, 60], "epochs_completed": [8, 5, 3, 60],
+            "cfg_time_budget_s": [60.0, 0.0, 0.0, 0.0], "train_time_s": [56.0, 30.0, 9.0, 70.0],
+            "test_accuracy": [0.9, 0.8, 0.5, 0.95],
+            "accuracy_curve": [[0.5 + 0.05 * k for k in range(8)], [0.8] * 5, None, [0.95] * 60],
+            "epoch_times": [[7.0] * 8, [6.0] * 5, None, [70 / 60] * 60]}
+    assert epochs_run(cols) == [8, 5, 3, 60]
+    assert epochs_run({k: v for k, v in cols.items() if k != "cfg_time_budget_s"}) == [60, 5, 3, 60]  # an older table
+    expanded = expand_curves(cols)
+    budgeted = [k for k, tid in enumerate(expanded["trial_id"]) if tid == "a"]
+    assert sorted(expanded["cfg_epochs"][k] for k in budgeted) == sorted(curve_epochs(8) + [8])
+    assert all(expanded["schedule_epochs"][k] == 8 for k in budgeted)  # its schedule spanned the 8 epochs it ran

@@ -24,7 +24,8 @@ from advisor import knowledge
 from advisor._recommend._workload import Target, WorkloadInfo
 from advisor.records import Config
 
-__all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows"]
+__all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows",
+           "accuracy_ceiling", "CEILING_MIN_TRIALS"]
 
 #: What a user would run without advice (besides the framework and the model).
 OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
@@ -34,6 +35,9 @@ EPOCH_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 60)
 #: this large (accuracy, absolute) and this factor (time and memory).
 MEASURED_ACCURACY_NOISE = 0.005
 MEASURED_TIME_FACTOR = 1.12
+#: Completed trials of a dataset (at the size asked) the table must hold before their best accuracy
+#: bounds the predictions for it (:func:`accuracy_ceiling`).
+CEILING_MIN_TRIALS = 20
 
 
 def obvious_default(framework: str, target: Target, epochs: int) -> Config:
@@ -112,3 +116,20 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
                             (min(m[0], m[1] / MEASURED_TIME_FACTOR), m[1], max(m[2], m[1] * MEASURED_TIME_FACTOR)),
                             tuple(str(cols["trial_id"][i]) for i in idx)))
     return out
+
+
+def accuracy_ceiling(table: knowledge.Table, workload: WorkloadInfo) -> float | None:
+    """The best test accuracy measured on this dataset with at least the training samples asked
+    for, on any device (accuracy does not depend on it), when at least :data:`CEILING_MIN_TRIALS`
+    such trials completed; otherwise None.
+
+    A prediction above everything ever measured on the dataset is an extrapolation of the trees,
+    not evidence: on Fashion-MNIST the shipped model predicted 98.5% for a one-epoch run of a
+    recipe whose measured neighbours reached 90%.
+    """
+    cols = table.columns
+    values = [float(a) for d, st, syn, n, a in zip(cols["dataset_name"], cols["status"], cols["synthetic"],
+                                                   cols["train_samples"], cols["test_accuracy"])
+              if d == workload.dataset and st == "ok" and not syn and a is not None and n
+              and n >= workload.train_samples]
+    return max(values) if len(values) >= CEILING_MIN_TRIALS else None

@@ -14,7 +14,7 @@ from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "monotone_over_epochs", "p_better", "order",
-           "best_shots", "impossible"]
+           "best_shots", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
@@ -35,6 +35,9 @@ ACCURACY_LEVEL_REASONS = ("no measured trials on data like", "itself: its accura
 HARDWARE_REASONS = ("the knowledge base has no measured", "no measured trials on GPU model")
 #: How likely an unmeasured pick must be to beat the obvious default before it replaces it.
 SWITCH_CONFIDENCE = 0.8
+#: Above the best accuracy measured on the dataset, a prediction's upper edge keeps at most this
+#: share of the error that best run left (its median keeps none: the measured noise only).
+CEILING_HEADROOM = 0.5
 #: The probability of meeting the constraints that a candidate outside :data:`TRUSTED_SOURCES` needs.
 EXPLORATORY_CONFIDENCE = 0.9
 
@@ -123,3 +126,12 @@ def impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.n
         parts.append(f"the fastest predicted training time is {t[1].min():.3g} s")
     return (f"No configuration is at least {UNSURE_FLOOR:.0%} likely to meet the constraints ({'; '.join(parts)}; "
             f"best probability {p.max():.0%}); relax them.")
+
+
+def cap_at_ceiling(a: list[np.ndarray], predicted: np.ndarray, ceiling: float, noise: float) -> None:
+    """Bound the ``predicted`` rows' accuracy bands (in place) by what was measured on the dataset:
+    the median by ``ceiling + noise``, the upper edge by ``ceiling`` plus :data:`CEILING_HEADROOM`
+    of its error; the lower edge stays at or below the median."""
+    mid = np.where(predicted, np.minimum(a[1], ceiling + noise), a[1])
+    hi = np.where(predicted, np.minimum(a[2], ceiling + CEILING_HEADROOM * (1.0 - ceiling)), a[2])
+    a[0], a[1], a[2] = np.minimum(a[0], mid), mid, np.maximum(hi, mid)

@@ -128,7 +128,9 @@ def measure_command(
         )
         return True
 
-    err.print(f"measuring {framework} {model_name} on {info.name} ({config.epochs} epochs, "
+    length = (f"up to {config.epochs} epochs in {config.time_budget_s:g} s of training" if config.time_budget_s
+              else f"{config.epochs} epochs")
+    err.print(f"measuring {framework} {model_name} on {info.name} ({length}, "
               f"{config.threads} threads, {config.device})...", highlight=False)
     result = run_trial(workload, config, limits=limits, workdir=workdir, on_epoch=progress)
     if json_output:

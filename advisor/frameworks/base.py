@@ -12,7 +12,9 @@ environment in place. The child calls, in this order:
    framework's own count of trainable parameters (it must equal :func:`advisor.models.param_count`).
 5. ``plan(steps_per_epoch)``: the protocol tells the backend how many optimizer steps the trial
    has, so that it applies the learning-rate schedule (:func:`learning_rate_at`) per step: the
-   rate of global step ``t`` is ``self.lr_at(t)``.
+   rate of global step ``t`` is ``self.lr_at(t)``. Under a time budget (``time_budget_s``) the
+   protocol plans again after every epoch, with the epochs then projected to fit
+   (:func:`budget_epochs`), so the schedule ends where the budget does.
 6. For each epoch: ``train_epoch(x, y)`` on data already shuffled (and augmented,
    :func:`augment`) by the protocol, returning the mean training loss; the call returns only when
    the device work is finished. Then ``predict(x_test)`` for the test accuracy.
@@ -36,7 +38,7 @@ from advisor.models import ModelSpec
 from advisor.records import Config
 
 __all__ = ["Trainer", "ProtocolResult", "TrialDiverged", "run_protocol", "batches", "DIVERGENCE_FACTOR",
-           "learning_rate_at", "augment"]
+           "learning_rate_at", "augment", "budget_epochs"]
 
 # A mean epoch loss above this multiple of chance-level loss (ln C) counts as diverged.
 DIVERGENCE_FACTOR = 10.0
@@ -47,6 +49,23 @@ EVAL_BATCH = 1024
 # its LeNet solver's constants.
 STEP_DROPS = (0.5, 0.75)
 INV_GAMMA, INV_POWER = 1e-4, 0.75
+
+
+def budget_epochs(budget_s: float, epoch_times: list[float], cap: int) -> int:
+    """The epochs a run under a time budget is projected to complete, after ``epoch_times``.
+
+    The next epoch is taken to last as long as the slower of the last two (a first epoch that
+    warms caches up is forgotten after the second; a machine that slows down is not), and runs
+    only when it fits in what is left of ``budget_s``. At least the epochs already run, at most
+    ``cap``.
+    """
+    done = len(epoch_times)
+    if done == 0:
+        return cap
+    left = budget_s - sum(epoch_times)
+    per = max(epoch_times[-2:])
+    more = int(left // per) if per > 0 else cap
+    return max(done, min(cap, done + max(more, 0)))
 
 
 def learning_rate_at(config: Config, step: int, total_steps: int) -> float:
@@ -117,9 +136,10 @@ class Trainer(abc.ABC):
         self.config = config
         self.total_steps_ = 1
 
-    def plan(self, steps_per_epoch: int) -> None:
-        """Record the trial's length in optimizer steps (the schedule spans all of them)."""
-        self.total_steps_ = max(1, int(steps_per_epoch) * self.config.epochs)
+    def plan(self, steps_per_epoch: int, epochs: int | None = None) -> None:
+        """Record the trial's length in optimizer steps (the schedule spans all of them); ``epochs``
+        (default the config's) is the run's projected length under a time budget."""
+        self.total_steps_ = max(1, int(steps_per_epoch) * (self.config.epochs if epochs is None else int(epochs)))
 
     def lr_at(self, step: int) -> float:
         """The scheduled learning rate of global step ``step``."""
@@ -200,14 +220,20 @@ def run_protocol(
 
     Each epoch sees the training set in a fresh order drawn from ``config.seed``; shuffling happens
     outside the timed region. Test accuracy is measured after every epoch and its time is kept
-    apart from the training time. Inference throughput is measured once at the end.
+    apart from the training time. Inference throughput is measured once at the end. With
+    ``time_budget_s`` the run stops before an epoch that is not projected to fit in it (the first
+    epoch always runs), and the schedule is planned again after each epoch.
 
     Raises:
         TrialDiverged: When the loss is not finite or exceeds ``DIVERGENCE_FACTOR * ln(classes)``.
     """
     input_shape = tuple(int(d) for d in x_train.shape[1:])
     params = trainer.build(spec, input_shape, num_classes)
-    trainer.plan(math.ceil(len(x_train) / config.batch_size))
+    steps_per_epoch = math.ceil(len(x_train) / config.batch_size)
+    trainer.plan(steps_per_epoch)
+    budget = float(config.time_budget_s or 0.0)
+    planned = config.epochs
+    epoch_times: list[float] = []
     rng = np.random.default_rng(config.seed)
     # Augmentation draws from its own stream, so turning it on leaves the shuffling order as it was.
     aug_rng = np.random.default_rng([config.seed, 1])
@@ -215,6 +241,13 @@ def run_protocol(
     train_total = 0.0
     eval_total = 0.0
     for epoch in range(1, config.epochs + 1):
+        if budget > 0 and epoch_times:
+            projected = budget_epochs(budget, epoch_times, config.epochs)
+            if projected < epoch:
+                break  # the next epoch is not projected to fit in the budget
+            if projected != planned:
+                planned = projected
+                trainer.plan(steps_per_epoch, planned)
         order = rng.permutation(len(x_train))
         xs, ys = x_train[order], y_train[order]
         t0 = time.perf_counter()
@@ -222,6 +255,7 @@ def run_protocol(
         loss = float(trainer.train_epoch(xs, ys))
         epoch_time = time.perf_counter() - t0
         train_total += epoch_time
+        epoch_times.append(epoch_time)
         diverged = not math.isfinite(loss) or loss > limit
         if diverged:
             acc = float("nan")

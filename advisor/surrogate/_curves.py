@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["CURVE_OBJECTIVES", "CURVE_WEIGHT", "MAX_READINGS", "expand_curves", "curve_epochs"]
+__all__ = ["CURVE_OBJECTIVES", "CURVE_WEIGHT", "MAX_READINGS", "expand_curves", "curve_epochs", "epochs_run"]
 
 #: Objectives read from the curves (memory is one peak per trial).
 CURVE_OBJECTIVES = frozenset({"train_time_s", "test_accuracy"})
@@ -32,6 +32,16 @@ MAX_READINGS = 4
 
 _FINAL = "curve_final"
 _WEIGHT = "curve_weight"
+
+
+def epochs_run(columns: Mapping[str, Sequence[Any]]) -> list[Any]:
+    """Each row's ``cfg_epochs`` as its schedule spanned it: a run under a time budget
+    (``cfg_time_budget_s`` > 0) re-planned its schedule to the epochs it completed, and a pruned
+    trial counts with the epochs it completed, so its time matches its features."""
+    n = len(columns["cfg_epochs"])
+    budgets = columns.get("cfg_time_budget_s") or [0.0] * n
+    return [(done if done and (st == "pruned" or (b or 0) > 0) else ep) for st, done, ep, b in zip(
+        columns["status"], columns["epochs_completed"], columns["cfg_epochs"], budgets)]
 
 
 def curve_epochs(epochs: int, *, max_readings: int = MAX_READINGS) -> list[int]:
@@ -60,7 +70,9 @@ def expand_curves(columns: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
         out.setdefault(_FINAL, [True] * n)
         out.setdefault(_WEIGHT, [1.0] * n)
         return out
-    out["schedule_epochs"] = list(columns["cfg_epochs"])
+    epochs_col = epochs_run(columns)
+    out["cfg_epochs"] = list(epochs_col)
+    out["schedule_epochs"] = list(epochs_col)
     out[_FINAL] = [True] * n
     out[_WEIGHT] = [1.0] * n
     names = list(out)
@@ -68,7 +80,7 @@ def expand_curves(columns: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
     get = columns.get
     statuses, synth = columns["status"], columns["synthetic"]
     curves, times_col = get("accuracy_curve") or [None] * n, get("epoch_times") or [None] * n
-    epochs_col, totals = columns["cfg_epochs"], columns["train_time_s"]
+    totals = columns["train_time_s"]
     for i in range(n):
         curve, times, epochs = curves[i], times_col[i], epochs_col[i]
         if not _usable_curve(statuses[i], synth[i], curve, times, epochs, totals[i]):

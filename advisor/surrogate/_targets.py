@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from advisor.surrogate.features import BASELINE_FEATURE, FEATURES, MEMORY_BASELINE_FEATURE
+from advisor.surrogate._curves import epochs_run
 
 __all__ = [
     "OBJECTIVES",
@@ -56,7 +57,8 @@ def _row_usable(objective: str, status: str, value: Any, synthetic: Any, contend
 def training_columns(columns: Mapping[str, Sequence[Any]], objective: str) -> tuple[dict[str, list[Any]], np.ndarray]:
     """The rows that may train ``objective``, and their measured values.
 
-    Pruned rows count with the epochs they completed, so their time matches their features.
+    Pruned rows, and rows of runs under a time budget, count with the epochs they completed
+    (:func:`~advisor.surrogate._curves.epochs_run`).
 
     Returns:
         ``(columns, values)``: the selected columns and the objective's measured values.
@@ -67,10 +69,7 @@ def training_columns(columns: Mapping[str, Sequence[Any]], objective: str) -> tu
         if _row_usable(objective, st, v, syn, con)
     ]
     picked = {name: [col[i] for i in keep] for name, col in columns.items()}
-    picked["cfg_epochs"] = [
-        (done if st == "pruned" and done else ep)
-        for st, done, ep in zip(picked["status"], picked["epochs_completed"], picked["cfg_epochs"])
-    ]
+    picked["cfg_epochs"] = epochs_run(picked)
     return picked, np.array(picked[objective], dtype=float)
 
 

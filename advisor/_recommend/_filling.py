@@ -1,0 +1,103 @@
+"""Runs that fill a time bound: the answer to ``--max-time T`` that does not bet on a predicted epoch time.
+
+A ``--max-time`` question is answered by choosing how long to train. Chosen from predicted epoch
+times, the run either overruns ``T`` (the time was under-predicted: a new dataset, a model the
+table has never timed) or stops well short of it (over-predicted), and either way the user loses.
+A run under a time budget (the ``time_budget_s`` knob, :func:`advisor.frameworks.base.budget_epochs`)
+measures its own epochs and stops before one that would not fit, with its schedule re-planned to
+end where the budget does: the approach of budgeted training (Li, Yumer and Ramanan, ICLR 2020).
+
+:func:`filling_runs` adds, for each recipe offered over the epoch grid (the obvious default and the
+portfolio), the same recipe with ``time_budget_s = T``. Its figures come from the family's own
+predictions: the epochs that fit at the time band's low, middle and high edge give the band of
+epochs it will run (at most the family's longest run), its accuracy is the family's at those run
+lengths (the middle at the middle, the low edge at the fewest epochs), and its time is those
+epochs' time, within ``T`` unless even one epoch may not fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from advisor._recommend._candidates import Candidate
+
+__all__ = ["FILLING_SOURCES", "filling_runs", "add_filling_runs"]
+
+#: The candidate sources whose epoch-grid families get a run that fills the time bound.
+FILLING_SOURCES = ("default", "portfolio")
+
+
+def _family_key(c: Candidate) -> str:
+    return json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
+
+
+def _at_most(epochs: np.ndarray, values: np.ndarray, e: int) -> float | None:
+    """The family's value at its longest run of at most ``e`` epochs (None when it has none)."""
+    ok = epochs <= e
+    return float(values[ok][np.argmax(epochs[ok])]) if ok.any() else None
+
+
+def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray], m: list[np.ndarray],
+                 max_time_s: float) -> tuple[list[Candidate], list[int], list[list[float]], list[list[float]],
+                                             list[list[float]]]:
+    """Candidates that fill ``max_time_s``, one per epoch-grid family, the family member each was
+    derived from, and their bands (lo, mid, hi).
+
+    ``t``, ``a``, ``m``: the bands of ``cands`` (lists of three arrays). Families whose one epoch is
+    not predicted to fit (at the median) get none.
+    """
+    families: dict[str, list[int]] = {}
+    for i, c in enumerate(cands):
+        if c.source in FILLING_SOURCES and c.measured is None and not c.config.time_budget_s:
+            families.setdefault(_family_key(c), []).append(i)
+    out: list[Candidate] = []
+    bases: list[int] = []
+    bands: tuple[list[list[float]], ...] = ([], [], [])
+    for idx in families.values():
+        idx = sorted(idx, key=lambda i: cands[i].config.epochs)
+        epochs = np.array([cands[i].config.epochs for i in idx])
+        # The epoch time of the member whose predicted run is nearest the bound (its share of fixed
+        # costs is nearest the filling run's).
+        near = idx[int(np.argmin(np.abs(np.log(np.maximum(t[1][idx], 1e-9)) - math.log(max_time_s))))]
+        per = [float(t[q][near]) / cands[near].config.epochs for q in range(3)]
+        if not all(p > 0 and math.isfinite(p) for p in per):
+            continue
+        fit = [int(max_time_s // p) for p in per]  # epochs that fit at the low, middle and high time
+        if fit[1] < 1:
+            continue
+        # No more epochs than the family's longest predicted run: the grid holds no evidence that
+        # training longer still helps, and a run that ends early leaves the time unspent, not lost.
+        cap = int(epochs.max())
+        few, mid, most = min(max(fit[2], 1), cap), min(fit[1], cap), min(max(fit[0], fit[1]), cap)
+        acc = (_at_most(epochs, a[0][idx], few), _at_most(epochs, a[1][idx], mid), _at_most(epochs, a[2][idx], most))
+        if any(v is None for v in acc):
+            continue
+        base = cands[near]
+        config = dataclasses.replace(base.config, epochs=most, time_budget_s=float(max_time_s))
+        out.append(Candidate(config, base.source, None, model=base.model))
+        bases.append(near)
+        times = [min(max(fit[0], 1), cap) * per[0], mid * per[1], few * per[2]]
+        bands[0].append([min(times), times[1], max(times)])
+        bands[1].append([min(acc[0], acc[1]), acc[1], max(acc[1], acc[2])])
+        bands[2].append([float(m[q][near]) for q in range(3)])
+    return out, bases, *bands  # type: ignore[return-value]
+
+
+def add_filling_runs(cands: list[Candidate], x: np.ndarray, fits: np.ndarray, t: list[np.ndarray],
+                     a: list[np.ndarray], m: list[np.ndarray], max_time_s: float,
+                     ) -> tuple[list[Candidate], np.ndarray, np.ndarray]:
+    """``cands`` with :func:`filling_runs` appended; the bands ``t``, ``a``, ``m`` are extended in place,
+    and the feature rows ``x`` and device fits ``fits`` are those of each run's family member."""
+    extra, bases, *new = filling_runs(cands, t, a, m, max_time_s)
+    if not extra:
+        return cands, x, fits
+    for band, rows in zip((t, a, m), new):
+        arr = np.asarray(rows, dtype=float)
+        for q in range(3):
+            band[q] = np.concatenate([band[q], arr[:, q]])
+    return cands + extra, np.vstack([x, x[bases]]), np.concatenate([fits, fits[bases]])
