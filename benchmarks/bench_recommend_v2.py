@@ -217,6 +217,15 @@ def _time_to(curve: list[float], times: list[float], total: float, target: float
     return None
 
 
+def _length(run: dict[str, Any]) -> str:
+    """A run's length: its epochs, or for a run under a time budget the budget and the epochs it ran."""
+    budget = run["config"].get("time_budget_s")
+    if not budget:
+        return f"{run['config']['epochs']} ep"
+    ran = len(run.get("epoch_times") or [])
+    return f"fills {budget:g} s (<= {run['config']['epochs']} ep; ran {ran})"
+
+
 def render(_: argparse.Namespace) -> None:
     records = [r for r in read_jsonl(RAW) if r.get("repeat", -1) >= 0]
     errors = [r for r in read_jsonl(RAW) if r.get("repeat") == -1]
@@ -260,10 +269,10 @@ def render(_: argparse.Namespace) -> None:
                          + ("" if ft <= (c["max_time_s"] or float("inf")) else " (over the time asked)"))
         seed = _seed_default(p["dataset"], [r for r in pick if r.get("accuracy_curve")])
         seed_rows.append(seed)
-        rows.append([key, f"{p['framework']} {p['model']} {p['config']['epochs']} ep ({p['source']}, {p['basis']})",
+        rows.append([key, f"{p['framework']} {p['model']} {_length(p)} ({p['source']}, {p['basis']})",
                      f"{p['predicted']['time_s'][1]:.0f} s / {p['predicted']['accuracy'][1]:.4f}",
                      f"{pt:.1f} s / {pa:.4f} (n={len(pick)})",
-                     (f"{base[0]['config']['epochs']} ep: {bt:.1f} s / {ba:.4f} (n={len(base)})" if base else "-") + fill_text,
+                     (f"{_length(base[0])}: {bt:.1f} s / {ba:.4f} (n={len(base)})" if base else "-") + fill_text,
                      "yes" if met else "NO", "yes" if beats else ("n/a" if beats is None else "NO"),
                      seed["text"]])
     judged += len(errors)  # a request without an answer neither meets its constraint nor beats the default
