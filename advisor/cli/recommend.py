@@ -78,7 +78,7 @@ def _time_band(p: Any) -> str:
 _SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "nesterov", "weight_decay", "schedule",
           "warmup_fraction", "label_smoothing", "augment_translate", "augment_flip", "bfloat16", "channels_last",
           "compile", "threads", "onednn", "xla", "execution_mode", "graph_optimization", "mixed_precision",
-          "cudnn_benchmark")
+          "cudnn_benchmark", "time_budget_s")
 
 
 def _params(config: dict[str, Any]) -> str:
@@ -87,7 +87,7 @@ def _params(config: dict[str, Any]) -> str:
         value = config.get(key)
         if value is None or (key in ("momentum", "nesterov") and config.get("optimizer") != "momentum"):
             continue
-        if value is False or (key in ("warmup_fraction", "label_smoothing", "augment_translate") and not value):
+        if value is False or (key in ("warmup_fraction", "label_smoothing", "augment_translate", "time_budget_s") and not value):
             continue
         if key in ("mixed_precision", "cudnn_benchmark") and config.get("device") == "cpu":
             continue
@@ -152,8 +152,10 @@ def _print_table(rec: Any, rows: list[Any]) -> None:
 def _print_details(rec: Any, rows: list[Any]) -> None:
     if rec.baseline is not None:
         b = rec.baseline
+        length = (f"whole epochs while they fit in {b.config['time_budget_s']:g} s (at most {b.config.get('epochs')})"
+                  if b.config.get("time_budget_s") else f"{b.config.get('epochs')} epochs")
         out.print(f"dflt = the obvious default (torch, Adam 1e-3, batch 128, constant rate, {b.model}) at its best "
-                  f"run length for this question: {b.config.get('epochs')} epochs.")
+                  f"run length for this question: {length}.")
     for c in rows:
         out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model}: {_params(c.config)}")
         out.print(f"    run it: {rec.command(c)}", highlight=False)
