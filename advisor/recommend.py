@@ -23,22 +23,25 @@ names are re-exported here.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from advisor import knowledge
-from advisor._recommend._candidates import DEFAULT_CANDIDATES, Candidate, candidates, columns, unseen_knobs
+from advisor._recommend._candidates import (
+    DEFAULT_CANDIDATES, MODEL_MIN_TRIALS, Candidate, candidate_models, candidates, columns, encode_candidates,
+    portfolio_candidates, space_names, unique, unseen_knobs,
+)
 from advisor._recommend._baseline import (
-    EPOCH_GRID, MEASURED_ACCURACY_NOISE, accuracy_ceiling, measured_configs, obvious_default, same_workload_rows,
+    EPOCH_GRID, MEASURED_ACCURACY_NOISE, accuracy_ceiling, measured_configs, measured_elsewhere, obvious_default,
+    same_workload_rows,
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._filling import add_filling_runs
 from advisor._recommend._portfolio import build_portfolio, load_portfolio
 from advisor._recommend._evidence import (
-    EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, widen,
+    EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, own_evidence, widen,
 )
 from advisor._recommend._ranking import PREFERENCES, front_layers, pareto_mask, rank, spread
 from advisor._recommend._device import device_figures as _device_figures
@@ -184,7 +187,7 @@ def recommend(
     if target.device_kind == "cpu" and cpu_bf16_support() is None:
         exclude |= {"bfloat16"}
     models = [workload.model] if model is not None else candidate_models(kb, workload)
-    usable = [fw for fw in fws if f"{fw}-{target.device_kind}" in _space_names()]
+    usable = [fw for fw in fws if f"{fw}-{target.device_kind}" in space_names()]
     if not usable:
         raise SurrogateError(f"No framework among {', '.join(fws)} has a search space for the {device_kind} target.")
     cands = candidates(workload, target, fws, per_framework=candidates_per_framework, seed=seed,
@@ -192,25 +195,32 @@ def recommend(
     default_fw = "torch" if "torch" in usable else usable[0]
     cands += [Candidate(obvious_default(default_fw, target, e), "default", None, model=workload.model)
               for e in EPOCH_GRID]
-    cands += _portfolio_candidates(portfolio, workload, target, usable, models, model is not None, exclude)
-    measured = measured_configs(kb, same_workload_rows(kb, workload, target), models=set(models) | {workload.model})
+    cands += portfolio_candidates(portfolio, workload, target, usable, models, model is not None, exclude)
+    # Measured evidence counts for any model the user did not rule out (a model too rare in the
+    # table for the surrogate to predict is still measured).
+    evidence_models = {workload.model} if model is not None else set(kb["model"])
+    measured = measured_configs(kb, same_workload_rows(kb, workload, target), models=evidence_models)
     cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) for m in measured
               if m.config.framework in usable]
-    cands = _unique(cands)
+    cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in
+              measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))]
+    cands = unique(cands)
 
-    x = _encode(cands, workload, target, surrogate)
+    x = encode_candidates(cands, workload, target, surrogate)
     # With the device model, time and memory come from physics and accuracy from the same runs on
     # a CPU (accuracy does not depend on the device at equal config): one prediction either way.
-    pred = surrogate.predict_matrix(x if device is None else _encode(
+    pred = surrogate.predict_matrix(x if device is None else encode_candidates(
         cands, workload, Target("cpu", 1, hardware_id="", gemm_gflops={}), surrogate, overrides=CPU_VIEW))
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
     reasons = extrapolation(kb, workload, target)
     known = surrogate.meta.get("workloads")
     new_workload = None
+    new_dataset = False
     if known is not None and len(x):
-        from advisor.surrogate.model import seen_workloads
+        from advisor.surrogate.model import seen_datasets, seen_workloads
 
         new_workload = not bool(seen_workloads(x[:1], known)[0])  # the workload's model decides the key
+        new_dataset = not bool(seen_datasets(x[:1], known)[0])
     t = [t_band.lo.copy(), t_band.mid.copy(), t_band.hi.copy()]
     a = [a_band.lo.copy(), a_band.mid.copy(), a_band.hi.copy()]
     m = [m_band.lo.copy(), m_band.mid.copy(), m_band.hi.copy()]
@@ -237,19 +247,25 @@ def recommend(
         for band, values in ((t, got.time_s), (a, got.accuracy), (m, got.memory_mb)):
             band[0][i], band[1][i], band[2][i] = values
     _monotone_over_epochs(cands, a)
+    acc_measured = np.array([c.accuracy_of is not None for c in cands])
+    for i in np.flatnonzero(acc_measured):  # measured on another device: its accuracy, not its time
+        a[0][i], a[1][i], a[2][i] = cands[i].accuracy_of.accuracy
     if constraints.max_time_s is not None:  # the default and the portfolio, also as runs that fill the bound
         cands, x, fits = add_filling_runs(cands, x, fits, t, a, m, constraints.max_time_s)
     is_measured = np.array([c.measured is not None for c in cands])
+    acc_measured = np.array([c.accuracy_of is not None for c in cands])
     ceiling = accuracy_ceiling(kb, workload)
     if ceiling is not None:
-        _cap_at_ceiling(a, ~is_measured, ceiling, MEASURED_ACCURACY_NOISE)
+        _cap_at_ceiling(a, ~is_measured & ~acc_measured, ceiling, MEASURED_ACCURACY_NOISE)
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
     # on its band's conservative side (the default and the portfolio included).
     trusted = is_measured if is_measured.any() else np.array([c.source in TRUSTED_SOURCES for c in cands])
     # Rank on the band's conservative side, except for trusted candidates (measured here, the
     # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
-    # predicted medians is the optimizer's curse.
+    # predicted medians is the optimizer's curse. An accuracy measured on another device counts as
+    # measured; that run's time does not.
     t_c = np.where(trusted, t[1], t[2])
+    trusted = trusted | acc_measured
     a_c = np.where(trusted, a[1], a[0])
     m_c = np.where(trusted, m[1], m[2])
     p = probability(constraints, tuple(t), tuple(a), tuple(m))
@@ -309,6 +325,16 @@ def recommend(
         order, how = [int(i) for i in idx[np.lexsort((t_c[idx], -surest))]], "most likely to meet the constraints first"
     else:
         order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top)
+    def paired(i: int, b: int, objective: str) -> float | None:
+        """The calibrated spread of a predicted difference on a new dataset, when both figures are
+        the surrogate's own predictions (not measured, not the device model's time)."""
+        if not new_dataset or (objective != "test_accuracy" and device is not None):
+            return None
+        if any(cands[k].measured is not None or cands[k].accuracy_of is not None for k in (i, b)):
+            return None
+        value = (surrogate.meta.get("pair_offsets_new_dataset") or {}).get(objective)
+        return None if value is None else float(value)
+
     baseline_idx = [i for i in order if cands[i].source == "default"]
     if baseline_idx and order and cands[order[0]].source not in ("measured", "default") and prefer != "lean":
         # Never worse than the obvious default unless the evidence says so: an unmeasured pick
@@ -316,8 +342,9 @@ def recommend(
         keep, first = int(baseline_idx[0]), int(order[0])
         by_time = ((constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast") \
             and not best_shot  # a best shot is about reaching the target at all: compare accuracy
-        chance = (_p_better(t, first, keep, log=True, lower=True) if by_time
-                  else _p_better(a, first, keep, log=False, lower=False))
+        chance = (_p_better(t, first, keep, log=True, lower=True, pair_width=paired(first, keep, "train_time_s"))
+                  if by_time else
+                  _p_better(a, first, keep, log=False, lower=False, pair_width=paired(first, keep, "test_accuracy")))
         if chance < SWITCH_CONFIDENCE:
             order = [keep] + [j for j in order if j != keep]
             how += (f"; the obvious default kept first: the best alternative is only {chance:.0%} likely to "
@@ -337,17 +364,19 @@ def recommend(
     def choice(i: int, rank_: int) -> Choice:
         cand = cands[i]
         basis = "measured" if cand.measured is not None else "predicted"
-        evidence = (_own_evidence(kb, cand.measured) if cand.measured is not None else
+        acc_basis = "measured on cpu" if cand.accuracy_of is not None else basis
+        evidence = (own_evidence(kb, cand.measured) if cand.measured is not None else
                     nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K,
                                    device_kind=target.device_kind, dataset=evidence_dataset))
         return Choice(
             rank=rank_, framework=cand.config.framework, source=cand.source,
             config=cand.config.to_dict(), space_params=cand.space_params,
             time_s=Prediction(float(t[0][i]), float(t[1][i]), float(t[2][i]), basis),
-            accuracy=Prediction(float(a[0][i]), float(a[1][i]), float(a[2][i]), basis),
+            accuracy=Prediction(float(a[0][i]), float(a[1][i]), float(a[2][i]), acc_basis),
             memory_mb=Prediction(float(m[0][i]), float(m[1][i]), float(m[2][i]), basis),
             evidence=evidence, model=cand.model or workload.model, basis=basis,
-            repeats=cand.measured.repeats if cand.measured is not None else 0, p_constraints=float(p[i]),
+            repeats=(cand.measured or cand.accuracy_of).repeats if (cand.measured or cand.accuracy_of) else 0,
+            p_constraints=float(p[i]),
         )
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(order[:top])]
@@ -362,99 +391,20 @@ def recommend(
     )
 
 
-#: Models considered when the user names none: the workload's default and every model the table
-#: holds at least this many completed trials of.
-MODEL_MIN_TRIALS = 20
 
 
 #: The same training run on a CPU: what the accuracy model of CPU trials is asked about a GPU run.
 CPU_VIEW = {"device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
 
 
-@functools.lru_cache(maxsize=1)
-def _space_names() -> frozenset[str]:
-    from advisor import space as spaces
-
-    return frozenset(spaces.list_spaces())
 
 
-def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
-    """The workload's default model, then the models the table knows well, that build on this input."""
-    from collections import Counter
-
-    from advisor import models as model_registry
-
-    counts = Counter(mdl for mdl, st in zip(kb["model"], kb["status"]) if st == "ok")
-    out = [workload.model]
-    for name, n in counts.most_common():
-        if n < MODEL_MIN_TRIALS or name in out:
-            continue
-        try:
-            model_registry.param_count(model_registry.get_model(name), workload.input_shape, workload.num_classes)
-        except Exception:  # noqa: BLE001 - an unknown model or one that does not fit this input
-            continue
-        out.append(name)
-    return out
 
 
-def _portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo, target: Target,
-                          frameworks: Sequence[str], models: Sequence[str], model_given: bool,
-                          exclude: Any) -> list[Candidate]:
-    from advisor.knobs import KNOBS, forced_by_model, knob_applies
-    from advisor.records import Config
-
-    device = "cuda" if target.device_kind == "gpu" else "cpu"
-    out = []
-    for recipe in portfolio:
-        fw = str(recipe.get("framework"))
-        mdl = workload.model if model_given else str(recipe["model"])
-        if fw not in frameworks or mdl not in models:
-            continue
-        params = {k.name: recipe[k.name] for k in KNOBS if k.name in recipe and k.name not in exclude
-                  and knob_applies(k, fw, target.device_kind)}
-        params.update(forced_by_model(fw, mdl))
-        for e in EPOCH_GRID:
-            try:
-                cfg = Config.from_dict({**params, "framework": fw, "epochs": e, "device": device,
-                                        "threads": target.cores if device == "cpu" else 1})
-            except Exception:  # noqa: BLE001 - a recipe this target cannot take
-                break
-            out.append(Candidate(cfg, "portfolio", None, model=mdl))
-    return out
 
 
-def _unique(cands: list[Candidate]) -> list[Candidate]:
-    """One candidate per (model, config); a measured one wins over a predicted copy of itself."""
-    seen: dict[str, int] = {}
-    out: list[Candidate] = []
-    for c in cands:
-        key = c.config.to_json() + "|" + str(c.model)
-        if key in seen:
-            if c.measured is not None:
-                out[seen[key]] = c
-            continue
-        seen[key] = len(out)
-        out.append(c)
-    return out
 
 
-def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any,
-            overrides: dict[str, Any] | None = None) -> np.ndarray:
-    from advisor.surrogate.features import encode
-
-    x = np.empty((len(cands), len(surrogate.schema.features)))
-    by_model: dict[str, list[int]] = {}
-    for i, c in enumerate(cands):
-        by_model.setdefault(c.model or workload.model, []).append(i)
-    for mdl, idx in by_model.items():
-        info = workload if mdl == workload.model else describe_workload(
-            workload.dataset, model=mdl, train_samples=workload.train_samples if workload.train_samples_given else None)
-        if info.landmark is None and workload.landmark is not None:
-            from dataclasses import replace
-
-            info = replace(info, landmark=workload.landmark)
-        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides), surrogate.schema)
-    return x
 
 
 #: Measured trials of the requested GPU the table must hold before the surrogate's trees, rather
@@ -463,17 +413,6 @@ def _encode(cands: list[Candidate], workload: WorkloadInfo, target: Target, surr
 MIN_GPU_TRIALS = 200
 
 
-def _own_evidence(kb: knowledge.Table, got: Any) -> tuple[Evidence, ...]:
-    ids = set(got.trial_ids)
-    cols = kb.columns
-    return tuple(
-        Evidence(trial_id=cols["trial_id"][i], framework=cols["framework"][i], dataset_name=cols["dataset_name"][i],
-                 train_samples=cols["train_samples"][i], device_kind=cols["device_kind"][i], distance=0.0,
-                 status=cols["status"][i], train_time_s=cols["train_time_s"][i],
-                 test_accuracy=cols["test_accuracy"][i], peak_memory_mb=cols["peak_memory_mb"][i],
-                 gpu_model=(cols["gpu_model"][i] or None) if cols["device_kind"][i] == "gpu" else None)
-        for i in range(len(kb)) if cols["trial_id"][i] in ids
-    )[:EVIDENCE_K]
 
 
 def warm_start_params(framework: str, dataset: str, model: str | None, target: str, n: int, *,

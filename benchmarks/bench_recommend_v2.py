@@ -124,7 +124,10 @@ def run(args: argparse.Namespace) -> None:
                     if not per_epoch:
                         continue
                     epochs = max(1, min(60, int(0.95 * constraints.max_time_s // median(per_epoch))))
-                    if epochs <= int(choice.config["epochs"]):
+                    ran = [len(r["epoch_times"]) for r in read_jsonl(RAW)
+                           if r.get("key") == key and r.get("arm") == "default" and r.get("epoch_times")]
+                    length = median(ran) if choice.config.get("time_budget_s") else int(choice.config["epochs"])
+                    if epochs <= length:
                         continue  # the recommender's run length already fills the budget
                 same_as_pick = (arm == "default" and choice.model == rec.choices[0].model
                                 and {**choice.config, "seed": 0} == {**rec.choices[0].config, "seed": 0})
@@ -141,7 +144,10 @@ def run(args: argparse.Namespace) -> None:
                     sub = DATA_DIRS[dataset]
                     workload = Workload(dataset=dataset, model=choice.model, test_samples=None,
                                         data_dir=str(SHARED / sub) if sub else None, seed=rep)
-                    cfg = Config.from_dict({**choice.config, "seed": rep, "threads": len(cores), "epochs": epochs})
+                    # The filled default is the plain default for a fixed number of epochs, as a user would run it.
+                    budget = {"time_budget_s": 0.0} if arm == "default-fill" else {}
+                    cfg = Config.from_dict({**choice.config, "seed": rep, "threads": len(cores), "epochs": epochs,
+                                            **budget})
                     t0 = time.time()
                     result = run_trial(workload, cfg, cores=cores,
                                        limits=Limits(wall_time_s=min(args.max_trial_s or float("inf"),

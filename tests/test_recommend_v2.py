@@ -306,3 +306,35 @@ def test_a_time_bound_is_answered_with_a_run_that_fills_it(shipped: tuple[Path, 
     filling = [c for c in (*rec.choices, rec.baseline) if c is not None and c.config.get("time_budget_s")]
     assert filling and all(c.config["time_budget_s"] == 120.0 and c.source in ("default", "portfolio") for c in filling)
     assert all(c.time_s.mid <= 120.0 for c in filling)
+
+
+def test_a_gpu_answer_takes_accuracy_measured_on_a_cpu_as_evidence_but_not_its_time(
+        shipped: tuple[Path, Path]) -> None:
+    from advisor import knowledge
+
+    rec = _rec(shipped, "mnist", device_kind="gpu", gpu_model="h200", top=200)
+    cross = [c for c in (*rec.choices, rec.baseline) if c is not None and c.accuracy.basis == "measured on cpu"]
+    assert cross, "the table's CPU runs of mnist should reach a GPU answer as accuracy evidence"
+    kb = knowledge.read(shipped[0])
+    cpu_acc = {round(a, 6) for a, d, k in zip(kb["test_accuracy"], kb["dataset_name"], kb["device_kind"])
+               if d == "mnist" and k == "cpu" and a is not None}
+    for c in cross:
+        assert c.config["device"] == "cuda" and c.basis == "predicted" and c.time_s.basis == "predicted"
+        assert c.repeats >= 1 and c.accuracy.lo <= c.accuracy.mid <= c.accuracy.hi
+        assert all(e.device_kind == "gpu" for e in c.evidence)  # no CPU trial cited as evidence of GPU speed
+    # a single run's accuracy is its median: it is one of the measured values
+    singles = [c for c in cross if c.repeats == 1]
+    assert all(round(c.accuracy.mid, 6) in cpu_acc for c in singles)
+
+
+def test_p_better_with_a_calibrated_difference_is_surer_than_two_independent_bands() -> None:
+    from advisor._recommend._rules import p_better
+
+    # two predictions 2 points apart, each with a wide band (the level of a new dataset is unsure)
+    a = [np.array([0.80, 0.78]), np.array([0.90, 0.88]), np.array([0.97, 0.95])]
+    independent = p_better(a, 0, 1, log=False, lower=False)
+    paired = p_better(a, 0, 1, log=False, lower=False, pair_width=0.015)
+    assert 0.5 < independent < 0.7 and paired > 0.9
+    assert p_better(a, 1, 0, log=False, lower=False, pair_width=0.015) < 0.1
+    t = [np.array([10.0, 20.0]), np.array([20.0, 40.0]), np.array([40.0, 80.0])]
+    assert p_better(t, 0, 1, log=True, lower=True, pair_width=0.3) > 0.95  # half the time, in log units

@@ -712,3 +712,29 @@ def test_a_run_under_a_time_budget_teaches_the_epochs_it_ran() -> None:
     budgeted = [k for k, tid in enumerate(expanded["trial_id"]) if tid == "a"]
     assert sorted(expanded["cfg_epochs"][k] for k in budgeted) == sorted(curve_epochs(8) + [8])
     assert all(expanded["schedule_epochs"][k] == 8 for k in budgeted)  # its schedule spanned the 8 epochs it ran
+
+
+def test_a_shared_level_error_cancels_in_the_calibrated_difference() -> None:
+    from advisor.surrogate._calibration import pair_offset
+
+    rng = np.random.default_rng(0)
+    workloads = np.repeat([0, 1, 2], 200)
+    y = rng.uniform(0.5, 0.9, len(workloads))
+    level = np.array([0.2, -0.15, 0.1])[workloads]  # each held-out dataset's level is off, by a lot
+    mid = y + level + rng.normal(0.0, 0.01, len(y))  # but the differences within one are nearly right
+    width = pair_offset(y, mid, workloads, upper_half=False, seed=0)
+    assert width is not None and 0.01 < width < 0.03  # about 1.28 * sqrt(2) * 0.01, not the 0.1-0.2 level error
+    assert pair_offset(y[:1], mid[:1], workloads[:1], upper_half=False, seed=0) is None  # no pair at all
+    upper = pair_offset(y, mid, workloads, upper_half=True, seed=0)
+    assert upper is not None and 0.01 < upper < 0.03
+
+
+def test_the_shipped_kind_of_fit_records_the_pair_offsets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from _knowledge_rows import fitted_table
+
+    from advisor import surrogate as sg
+
+    _, model_dir = fitted_table(tmp_path, 240, seed=3, rounds=40)
+    pairs = sg.load(model_dir).meta.get("pair_offsets_new_dataset")
+    assert set(pairs) <= {"train_time_s", "test_accuracy", "peak_memory_mb"} and "test_accuracy" in pairs
+    assert all(v > 0 for v in pairs.values())

@@ -25,7 +25,7 @@ from advisor._recommend._workload import Target, WorkloadInfo
 from advisor.records import Config
 
 __all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows",
-           "accuracy_ceiling", "CEILING_MIN_TRIALS"]
+           "accuracy_ceiling", "CEILING_MIN_TRIALS", "measured_elsewhere"]
 
 #: What a user would run without advice (besides the framework and the model).
 OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
@@ -60,17 +60,23 @@ class Measured:
     trial_ids: tuple[str, ...]
 
 
-def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target) -> list[int]:
+def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target | None) -> list[int]:
     """Rows of ``table`` measured on this workload and hardware class: same dataset and training size
     (the full size means the largest measured, when the user gave none), same device kind, and on
     a CPU the same hardware profile (on a GPU the same GPU model, when known); status ``ok``,
-    uncontended, real data."""
+    uncontended, real data.
+
+    With ``target`` None, the rows whose *accuracy* is evidence on any hardware: every device, and
+    contended runs too (contention slows a run; it does not change what the run learns).
+    """
     cols = table.columns
     n = len(table)
     rows = [i for i in range(n) if cols["dataset_name"][i] == workload.dataset and cols["status"][i] == "ok"
-            and not cols["synthetic"][i] and not cols["contended"][i]
-            and cols["device_kind"][i] == target.device_kind]
-    if target.device_kind == "cpu":
+            and not cols["synthetic"][i]
+            and (target is None or (not cols["contended"][i] and cols["device_kind"][i] == target.device_kind))]
+    if target is None:
+        pass
+    elif target.device_kind == "cpu":
         rows = [i for i in rows if target.hardware_id and cols["hardware_id"][i] == target.hardware_id]
     elif target.gpu_model:
         rows = [i for i in rows if cols["gpu_model"][i] == target.gpu_model]
@@ -133,3 +139,23 @@ def accuracy_ceiling(table: knowledge.Table, workload: WorkloadInfo) -> float | 
               if d == workload.dataset and st == "ok" and not syn and a is not None and n
               and n >= workload.train_samples]
     return max(values) if len(values) >= CEILING_MIN_TRIALS else None
+
+
+def measured_elsewhere(table: knowledge.Table, workload: WorkloadInfo, target: Target, *, models: set[str],
+                       frameworks: set[str]) -> list[tuple[Config, Measured]]:
+    """Configurations measured on this workload on a CPU, as the same runs on ``target``'s GPU, each
+    with its measurement: their accuracy is evidence there (the same recipe learns the same on
+    either device), their time and memory are not. Empty for a CPU target."""
+    if target.device_kind != "gpu":
+        return []
+    out = []
+    for got in measured_configs(table, same_workload_rows(table, workload, None), models=models):
+        if got.config.device != "cpu" or got.config.framework not in frameworks:
+            continue
+        try:
+            cfg = Config.from_dict({**got.config.to_dict(), "device": "cuda", "threads": 1, "inter_op_threads": 1,
+                                    "onednn": None})
+        except Exception:  # noqa: BLE001 - a recipe the GPU path refuses
+            continue
+        out.append((cfg, got))
+    return out

@@ -6,16 +6,20 @@ sampled at random, plus the seed study's stock settings (:mod:`advisor.presets`)
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Collection, Sequence
 
 import numpy as np
 
 from advisor import knowledge
-from advisor._recommend._workload import Target, WorkloadInfo
+from advisor._recommend._baseline import EPOCH_GRID
+from advisor._recommend._workload import Target, WorkloadInfo, describe_workload
 from advisor.records import Config
 
-__all__ = ["DEFAULT_CANDIDATES", "Candidate", "candidates", "columns", "unseen_knobs"]
+__all__ = ["DEFAULT_CANDIDATES", "MODEL_MIN_TRIALS", "Candidate", "candidates", "columns", "unseen_knobs",
+           "candidate_models", "portfolio_candidates", "unique", "encode_candidates", "space_names"]
 
 DEFAULT_CANDIDATES = 500  # per framework; a few thousand in all
 
@@ -32,6 +36,9 @@ class Candidate:
     #: Measured figures of this very configuration on this workload and hardware class, if any
     #: (a :class:`advisor._recommend._baseline.Measured`).
     measured: Any = None
+    #: A measurement of this recipe on another device kind: its accuracy is evidence here, its time
+    #: and memory are not (a :class:`advisor._recommend._baseline.Measured`).
+    accuracy_of: Any = None
 
 
 def unseen_knobs(schema: Any) -> frozenset[str]:
@@ -108,3 +115,95 @@ def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target,
         "hw_gemm_gflops_max": [best] * n,
     })
     return cols
+
+#: Models considered when the user names none: the workload's default and every model the table
+#: holds at least this many completed trials of.
+MODEL_MIN_TRIALS = 20
+
+
+@functools.lru_cache(maxsize=1)
+def space_names() -> frozenset[str]:
+    from advisor import space as spaces
+
+    return frozenset(spaces.list_spaces())
+
+
+def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
+    """The workload's default model, then the models the table knows well, that build on this input."""
+    from collections import Counter
+
+    from advisor import models as model_registry
+
+    counts = Counter(mdl for mdl, st in zip(kb["model"], kb["status"]) if st == "ok")
+    out = [workload.model]
+    for name, n in counts.most_common():
+        if n < MODEL_MIN_TRIALS or name in out:
+            continue
+        try:
+            model_registry.param_count(model_registry.get_model(name), workload.input_shape, workload.num_classes)
+        except Exception:  # noqa: BLE001 - an unknown model or one that does not fit this input
+            continue
+        out.append(name)
+    return out
+
+
+def portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo, target: Target,
+                          frameworks: Sequence[str], models: Sequence[str], model_given: bool,
+                          exclude: Any) -> list[Candidate]:
+    from advisor.knobs import KNOBS, forced_by_model, knob_applies
+    from advisor.records import Config
+
+    device = "cuda" if target.device_kind == "gpu" else "cpu"
+    out = []
+    for recipe in portfolio:
+        fw = str(recipe.get("framework"))
+        mdl = workload.model if model_given else str(recipe["model"])
+        if fw not in frameworks or mdl not in models:
+            continue
+        params = {k.name: recipe[k.name] for k in KNOBS if k.name in recipe and k.name not in exclude
+                  and knob_applies(k, fw, target.device_kind)}
+        params.update(forced_by_model(fw, mdl))
+        for e in EPOCH_GRID:
+            try:
+                cfg = Config.from_dict({**params, "framework": fw, "epochs": e, "device": device,
+                                        "threads": target.cores if device == "cpu" else 1})
+            except Exception:  # noqa: BLE001 - a recipe this target cannot take
+                break
+            out.append(Candidate(cfg, "portfolio", None, model=mdl))
+    return out
+
+
+def unique(cands: list[Candidate]) -> list[Candidate]:
+    """One candidate per (model, config); a measured one wins over a predicted copy of itself."""
+    seen: dict[str, int] = {}
+    out: list[Candidate] = []
+    for c in cands:
+        key = c.config.to_json() + "|" + str(c.model)
+        if key in seen:
+            if c.measured is not None:
+                out[seen[key]] = c
+            elif c.accuracy_of is not None and out[seen[key]].measured is None:  # e.g. the default, measured on a CPU
+                out[seen[key]] = dataclasses.replace(out[seen[key]], accuracy_of=c.accuracy_of)
+            continue
+        seen[key] = len(out)
+        out.append(c)
+    return out
+
+
+def encode_candidates(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any,
+            overrides: dict[str, Any] | None = None) -> np.ndarray:
+    from advisor.surrogate.features import encode
+
+    x = np.empty((len(cands), len(surrogate.schema.features)))
+    by_model: dict[str, list[int]] = {}
+    for i, c in enumerate(cands):
+        by_model.setdefault(c.model or workload.model, []).append(i)
+    for mdl, idx in by_model.items():
+        info = workload if mdl == workload.model else describe_workload(
+            workload.dataset, model=mdl, train_samples=workload.train_samples if workload.train_samples_given else None)
+        if info.landmark is None and workload.landmark is not None:
+            from dataclasses import replace
+
+            info = replace(info, landmark=workload.landmark)
+        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides), surrogate.schema)
+    return x

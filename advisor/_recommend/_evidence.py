@@ -17,7 +17,7 @@ from advisor import knowledge
 from advisor._recommend._result import Evidence
 from advisor._recommend._workload import Target, WorkloadInfo
 
-__all__ = ["EVIDENCE_K", "TrialSpace", "extrapolation", "nearest_dataset", "nearest_trials", "widen"]
+__all__ = ["EVIDENCE_K", "TrialSpace", "extrapolation", "nearest_dataset", "nearest_trials", "own_evidence", "widen"]
 
 EVIDENCE_K = 3
 # How much wider an extrapolated band is: x2 in log space for time and memory, +-0.1 accuracy.
@@ -176,3 +176,16 @@ def widen(band: Any, log: bool) -> tuple[np.ndarray, np.ndarray]:
     if log:
         return band.mid * (band.lo / band.mid) ** WIDEN_LOG, band.mid * (band.hi / band.mid) ** WIDEN_LOG
     return np.clip(band.lo - WIDEN_ACCURACY, 0, 1), np.clip(band.hi + WIDEN_ACCURACY, 0, 1)
+
+
+def own_evidence(kb: knowledge.Table, got: Any) -> tuple[Evidence, ...]:
+    ids = set(got.trial_ids)
+    cols = kb.columns
+    return tuple(
+        Evidence(trial_id=cols["trial_id"][i], framework=cols["framework"][i], dataset_name=cols["dataset_name"][i],
+                 train_samples=cols["train_samples"][i], device_kind=cols["device_kind"][i], distance=0.0,
+                 status=cols["status"][i], train_time_s=cols["train_time_s"][i],
+                 test_accuracy=cols["test_accuracy"][i], peak_memory_mb=cols["peak_memory_mb"][i],
+                 gpu_model=(cols["gpu_model"][i] or None) if cols["device_kind"][i] == "gpu" else None)
+        for i in range(len(kb)) if cols["trial_id"][i] in ids
+    )[:EVIDENCE_K]

@@ -58,16 +58,25 @@ def monotone_over_epochs(cands: list[Candidate], a: list[np.ndarray]) -> None:
             band[idx] = np.maximum.accumulate(band[idx])
 
 
-def p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool) -> float:
-    """P(candidate ``i`` beats ``b``) on one figure, each normal (log-normal for time) with its band's
-    spread, taken as independent: lower is better for time, higher for accuracy."""
+def p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool,
+             pair_width: float | None = None) -> float:
+    """P(candidate ``i`` beats ``b``) on one figure: lower is better for time, higher for accuracy.
+
+    By default each figure is normal (log-normal for time) with its band's spread, and the two are
+    taken as independent. With ``pair_width`` (the calibrated half-width of the 10-90% band of a
+    difference of two predictions on one new dataset, in the model's units: log time, accuracy;
+    ``meta["pair_offsets_new_dataset"]``), the difference itself is taken as normal with that
+    spread: two predictions for one dataset share its level error, which cancels in their
+    difference, so independent bands overstate how unsure the comparison is."""
     from statistics import NormalDist
 
     z90 = NormalDist().inv_cdf(0.9)
     f = np.log if log else (lambda v: v)
     lo, mid, hi = (f(np.maximum(band[k][[i, b]], 1e-12)) if log else band[k][[i, b]] for k in range(3))
-    sd = np.maximum((hi - lo) / (2 * z90), 1e-9)
     diff = (mid[1] - mid[0]) if lower else (mid[0] - mid[1])
+    if pair_width is not None and pair_width > 0:
+        return float(NormalDist().cdf(diff / (pair_width / z90)))
+    sd = np.maximum((hi - lo) / (2 * z90), 1e-9)
     return float(NormalDist().cdf(diff / float(np.sqrt(np.sum(sd ** 2)))))
 
 

@@ -121,7 +121,9 @@ def _print(rec: Any) -> None:
     rows = list(rec.choices) + ([rec.baseline] if rec.baseline is not None else [])
     if narrow():  # one line per choice: a table this wide would cut numbers
         for c in rows:
-            basis = f"MEASURED x{c.repeats}" if c.basis == "measured" else "predicted"
+            basis = (f"MEASURED x{c.repeats}" if c.basis == "measured" else
+                     f"accuracy MEASURED x{c.repeats} on a CPU, time predicted" if c.accuracy.basis != c.basis
+                     else "predicted")
             p = f", P {c.p_constraints:.0%}" if rec.confidence is not None else ""
             out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model} ({basis}{p}): time {_time_band(c.time_s)}, "
                       f"accuracy {_band(c.accuracy, '.4f')}, {c.memory_mb.mid:.0f} MiB", highlight=False)
@@ -140,7 +142,8 @@ def _print_table(rec: Any, rows: list[Any]) -> None:
     for column in columns:
         table.add_column(column, no_wrap=True)
     for c in rows:
-        basis = f"meas x{c.repeats}" if c.basis == "measured" else "pred"
+        basis = (f"meas x{c.repeats}" if c.basis == "measured" else f"acc meas x{c.repeats}"
+                 if c.accuracy.basis != c.basis else "pred")
         cells = [str(c.rank) if c.rank else "dflt", _FW_SHORT.get(c.framework, c.framework), c.model,
                  _compact_time(c.time_s), _compact_accuracy(c.accuracy), f"{c.memory_mb.mid:.0f}", basis]
         if rec.confidence is not None:

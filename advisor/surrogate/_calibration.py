@@ -22,7 +22,10 @@ from advisor.surrogate._targets import _INDEX, MIN_ROWS, QUANTILES
 from advisor.surrogate.features import FeatureSchema
 
 __all__ = ["CALIBRATION_FOLDS", "WORKLOAD_FEATURES", "workload_keys", "dataset_keys", "seen_workloads", "seen_datasets",
-           "conformal_offset"]
+           "conformal_offset", "pair_offset", "PAIRS_PER_WORKLOAD"]
+
+#: Random pairs of configurations per held-out workload that calibrate a predicted difference.
+PAIRS_PER_WORKLOAD = 4000
 
 #: Random folds of the in-fit band calibration (0 disables it).
 CALIBRATION_FOLDS = 4
@@ -76,7 +79,8 @@ def conformal_offset(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, coverage:
 def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.ndarray]], y: np.ndarray,
                schema: FeatureSchema, *, folds: int, seed: int, num_threads: int, num_boost_round: int,
                groups: np.ndarray | None = None, weight: np.ndarray | None = None,
-               score_rows: np.ndarray | None = None, trials: np.ndarray | None = None) -> float | None:
+               score_rows: np.ndarray | None = None, trials: np.ndarray | None = None,
+               mid_out: np.ndarray | None = None) -> float | None:
     """The conformal offset of the 10-90% band from ``folds`` random out-of-fold fits; None if too few rows.
 
     With ``groups`` (one key per row), each fold holds out whole groups, so the offset is the one
@@ -89,6 +93,9 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
     Learning-curve rows (:mod:`advisor.surrogate._curves`): ``weight`` weighs the fits, only the
     ``score_rows`` (finished trials) are scored, and ``groups`` should keep a trial's rows together
     (the random folds are drawn over ``trials`` when given).
+
+    ``mid_out`` (as long as ``y``), when given, receives each row's out-of-fold median in the units
+    of ``y`` (the first member's; NaN where not predicted), for :func:`pair_offset`.
     """
     if folds < 2 or len(y) < folds * MIN_ROWS:
         return None
@@ -118,5 +125,41 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
                      for alpha in (QUANTILES[0], QUANTILES[2])]
             lo[test] = np.minimum(lo[test], np.minimum(*edges) + shift[test])
             hi[test] = np.minimum(hi[test], np.maximum(*edges) + shift[test])
+        if mid_out is not None:
+            target, shift = members[0]
+            mid_out[test] = _train_one(lgb, x[train], target[train], schema, alpha=QUANTILES[1], seed=seed,
+                                       num_threads=num_threads, num_boost_round=num_boost_round,
+                                       weight=None if weight is None else weight[train]
+                                       ).predict(x[test], num_threads=num_threads) + shift[test]
     scored = np.ones(len(y), dtype=bool) if score_rows is None else score_rows
     return conformal_offset(y[scored], np.minimum(lo, hi)[scored], np.maximum(lo, hi)[scored])
+
+
+def pair_offset(y: np.ndarray, mid: np.ndarray, workloads: np.ndarray, *, upper_half: bool, seed: int,
+                coverage: float = BAND_COVERAGE) -> float | None:
+    """The half-width of the 10-90% band of a *difference* of two predicted medians on one workload.
+
+    Two configurations of one new dataset share its level error (the trees do not know how hard the
+    data is), so their predicted difference is far surer than two independent bands suggest. From
+    out-of-fold medians ``mid`` of rows whose datasets were held out, random pairs within each
+    workload give the error ``(mid_i - mid_j) - (y_i - y_j)``; the half-width is its absolute
+    value's ``coverage`` quantile. ``upper_half``: only pairs of rows above their workload's median
+    ``y`` (the comparison that matters is between two good configurations, not against a diverged
+    run). None with fewer than 50 pairs.
+    """
+    rng = np.random.default_rng(seed + 104729)
+    errors = []
+    for w in np.unique(workloads):
+        idx = np.flatnonzero((workloads == w) & np.isfinite(mid) & np.isfinite(y))
+        if upper_half and len(idx):
+            idx = idx[y[idx] >= np.median(y[idx])]
+        if len(idx) < 2:
+            continue
+        i = rng.choice(idx, PAIRS_PER_WORKLOAD)
+        j = rng.choice(idx, PAIRS_PER_WORKLOAD)
+        keep = i != j
+        errors.append(((mid[i] - mid[j]) - (y[i] - y[j]))[keep])
+    e = np.abs(np.concatenate(errors)) if errors else np.empty(0)
+    if len(e) < 50:
+        return None
+    return float(np.quantile(e, coverage))

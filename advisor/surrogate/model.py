@@ -53,7 +53,7 @@ from advisor.surrogate._baselines import (MEMORY_BASIS, MEMORY_TARGET, POOLED, T
                                           fit_memory_baseline, fit_time_baseline, memory_baseline, reference_gflops,
                                           time_baseline, with_memory_baseline, with_time_baseline)
 from advisor.surrogate._boosters import _train_one, lgb_params
-from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate,
+from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate, pair_offset,
                                             conformal_offset, dataset_keys, seen_datasets, seen_workloads,
                                             workload_keys)
 from advisor.surrogate._compat import import_lightgbm
@@ -244,6 +244,7 @@ def fit(
     memory: dict[str, list[float]] = {}
     offsets_new: dict[str, float] = {}
     offsets_new_dataset: dict[str, float] = {}
+    pairs_new_dataset: dict[str, float] = {}
     workloads: set[tuple[float, ...]] = set()
     landmark_fallback: float | None = None
     headroom_cap: float | None = None
@@ -308,11 +309,18 @@ def fit(
             offsets_new[objective] = max(offset, offsets[objective])  # never narrower than a seen workload's
         # A dataset the model never saw (at any size) is harder still: folds that hold out whole
         # datasets set its offset (never narrower than a new size's of a seen dataset).
+        mid = np.full(len(units), np.nan)
         offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
                             num_threads=num_threads, num_boost_round=num_boost_round,
-                            groups=np.unique(dataset_keys(keys), axis=0, return_inverse=True)[1].ravel(), **curve)
+                            groups=np.unique(dataset_keys(keys), axis=0, return_inverse=True)[1].ravel(), **curve,
+                            mid_out=mid)
         if offset is not None and objective in offsets_new:
             offsets_new_dataset[objective] = max(offset, offsets_new[objective])
+            # The same held-out-dataset folds calibrate a difference of two predictions (finished trials only).
+            pair = pair_offset(units[final], mid[final], np.unique(keys, axis=0, return_inverse=True)[1].ravel()[final],
+                               upper_half=objective == "test_accuracy", seed=seed)
+            if pair is not None:
+                pairs_new_dataset[objective] = pair
     baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "reference_gflops": reference,
                      "fit": "per framework, non-negative least squares of the relative error"} \
         if "train_time_s" in boosters else None
@@ -327,7 +335,7 @@ def fit(
             "row_counts": counts, "curve_readings": readings, "seed": seed, "num_boost_round": num_boost_round,
             "lightgbm_version": lgb.__version__, "time_target": TIME_TARGET, "memory_target": MEMORY_TARGET,
             "band_offsets": offsets, "band_offsets_new_workload": offsets_new,
-            "band_offsets_new_dataset": offsets_new_dataset,
+            "band_offsets_new_dataset": offsets_new_dataset, "pair_offsets_new_dataset": pairs_new_dataset,
             "workloads": sorted(list(k) for k in workloads),
             "band_calibration": {"method": "conformalized quantile regression", "folds": calibration_folds,
                                  "coverage": BAND_COVERAGE}}
