@@ -325,6 +325,7 @@ def recommend(
         order, how = [int(i) for i in idx[np.lexsort((t_c[idx], -surest))]], "most likely to meet the constraints first"
     else:
         order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top)
+
     def paired(i: int, b: int, objective: str) -> float | None:
         """The calibrated spread of a predicted difference on a new dataset, when both figures are
         the surrogate's own predictions (not measured, not the device model's time)."""
