@@ -74,9 +74,10 @@ def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray
         # training longer still helps, and a run that ends early leaves the time unspent, not lost.
         cap = int(epochs.max())
         few, mid, most = min(max(fit[2], 1), cap), min(fit[1], cap), min(max(fit[0], fit[1]), cap)
-        acc = (_at_most(epochs, a[0][idx], few), _at_most(epochs, a[1][idx], mid), _at_most(epochs, a[2][idx], most))
-        if any(v is None for v in acc):
+        got = (_at_most(epochs, a[0][idx], few), _at_most(epochs, a[1][idx], mid), _at_most(epochs, a[2][idx], most))
+        if got[0] is None or got[1] is None or got[2] is None:
             continue
+        acc = (got[0], got[1], got[2])
         base = cands[near]
         config = dataclasses.replace(base.config, epochs=most, time_budget_s=float(max_time_s))
         out.append(Candidate(config, base.source, None, model=base.model))
