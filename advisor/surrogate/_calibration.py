@@ -22,7 +22,7 @@ from advisor.surrogate._targets import _INDEX, MIN_ROWS, QUANTILES
 from advisor.surrogate.features import FeatureSchema
 
 __all__ = ["CALIBRATION_FOLDS", "WORKLOAD_FEATURES", "workload_keys", "dataset_keys", "seen_workloads", "seen_datasets",
-           "conformal_offset", "pair_offset", "PAIRS_PER_WORKLOAD"]
+           "conformal_offset", "pair_offset", "pair_groups", "PAIRS_PER_WORKLOAD"]
 
 #: Random pairs of configurations per held-out workload that calibrate a predicted difference.
 PAIRS_PER_WORKLOAD = 4000
@@ -135,14 +135,25 @@ def _calibrate(lgb: Any, x: np.ndarray, members: Sequence[tuple[np.ndarray, np.n
     return conformal_offset(y[scored], np.minimum(lo, hi)[scored], np.maximum(lo, hi)[scored])
 
 
+#: What else two rows must share to be compared as a recommendation compares two candidates: the
+#: hardware they ran on (device kind, GPU model, calibrated GEMM rate).
+_HARDWARE_FEATURES = ("device_kind", "gpu_model", "hw_gflops")
+
+
+def pair_groups(x: np.ndarray) -> np.ndarray:
+    """Each row's comparison group for :func:`pair_offset`: its workload on its hardware."""
+    hardware = np.round(np.nan_to_num(x[:, [_INDEX[name] for name in _HARDWARE_FEATURES]], nan=-1.0), 4)
+    return np.unique(np.column_stack([workload_keys(x), hardware]), axis=0, return_inverse=True)[1].ravel()
+
+
 def pair_offset(y: np.ndarray, mid: np.ndarray, workloads: np.ndarray, *, upper_half: bool, seed: int,
                 coverage: float = BAND_COVERAGE) -> float | None:
     """The half-width of the 10-90% band of a *difference* of two predicted medians on one workload.
 
     Two configurations of one new dataset share its level error (the trees do not know how hard the
-    data is), so their predicted difference is far surer than two independent bands suggest. From
+    data is), so their predicted difference may be surer than two independent bands suggest. From
     out-of-fold medians ``mid`` of rows whose datasets were held out, random pairs within each
-    workload give the error ``(mid_i - mid_j) - (y_i - y_j)``; the half-width is its absolute
+    group of ``workloads`` (:func:`pair_groups`: one workload on one hardware) give the error ``(mid_i - mid_j) - (y_i - y_j)``; the half-width is its absolute
     value's ``coverage`` quantile. ``upper_half``: only pairs of rows above their workload's median
     ``y`` (the comparison that matters is between two good configurations, not against a diverged
     run). None with fewer than 50 pairs.

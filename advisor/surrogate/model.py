@@ -53,7 +53,8 @@ from advisor.surrogate._baselines import (MEMORY_BASIS, MEMORY_TARGET, POOLED, T
                                           fit_memory_baseline, fit_time_baseline, memory_baseline, reference_gflops,
                                           time_baseline, with_memory_baseline, with_time_baseline)
 from advisor.surrogate._boosters import _train_one, lgb_params
-from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate, pair_offset,
+from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WORKLOAD_FEATURES, _calibrate, pair_groups,
+                                            pair_offset,
                                             conformal_offset, dataset_keys, seen_datasets, seen_workloads,
                                             workload_keys)
 from advisor.surrogate._compat import import_lightgbm
@@ -317,8 +318,8 @@ def fit(
         if offset is not None and objective in offsets_new:
             offsets_new_dataset[objective] = max(offset, offsets_new[objective])
             # The same held-out-dataset folds calibrate a difference of two predictions (finished trials only).
-            pair = pair_offset(units[final], mid[final], np.unique(keys, axis=0, return_inverse=True)[1].ravel()[final],
-                               upper_half=objective == "test_accuracy", seed=seed)
+            pair = pair_offset(units[final], mid[final], pair_groups(x)[final], upper_half=objective == "test_accuracy",
+                               seed=seed)
             if pair is not None:
                 pairs_new_dataset[objective] = pair
     baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "reference_gflops": reference,
