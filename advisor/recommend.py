@@ -291,7 +291,7 @@ def recommend(
         except ConstraintError:
             level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)
             shots = _best_shots(constraints, level_unknown, t, a, m,
-                                ceiling=1.0 - 1.0 / max(1, workload.test_samples))
+                                ceiling=1.0 - 1.0 / max(1, workload.test_samples), always=trusted)
             if shots is None:
                 raise
             eligible, best_shot, unsure = shots, True, True

@@ -338,3 +338,18 @@ def test_p_better_with_a_calibrated_difference_is_surer_than_two_independent_ban
     assert p_better(a, 1, 0, log=False, lower=False, pair_width=0.015) < 0.1
     t = [np.array([10.0, 20.0]), np.array([20.0, 40.0]), np.array([40.0, 80.0])]
     assert p_better(t, 0, 1, log=True, lower=True, pair_width=0.3) > 0.95  # half the time, in log units
+
+
+def test_trusted_recipes_are_always_best_shots_beside_random_draws_that_reach_by_their_width() -> None:
+    from advisor._recommend._rules import best_shots
+
+    c = rc.Constraints(min_accuracy=0.74)
+    t = [np.array([10.0, 10.0, 10.0])] * 3
+    m = [np.array([100.0, 100.0, 100.0])] * 3
+    # row 0: the default (median 0.60, upper edge 0.70); rows 1-2: random draws with wide bands
+    a = [np.array([0.50, 0.10, 0.05]), np.array([0.60, 0.40, 0.30]), np.array([0.70, 0.80, 0.60])]
+    assert best_shots(c, True, t, a, m, ceiling=0.9999).tolist() == [False, True, False]
+    shots = best_shots(c, True, t, a, m, ceiling=0.9999, always=np.array([True, False, False]))
+    assert shots.tolist() == [True, True, False]
+    a_none = [a[0], a[1], np.array([0.70, 0.72, 0.60])]  # no band reaches the target: still a refusal
+    assert best_shots(c, True, t, a_none, m, ceiling=0.9999, always=np.array([True, False, False])) is None

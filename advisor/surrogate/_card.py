@@ -34,7 +34,8 @@ def _shipped_offsets(table_sha256: str) -> dict[str, Any]:
         return {}
     return {"band_offsets": dict(meta.get("band_offsets") or {}),
             "band_offsets_new_workload": dict(meta.get("band_offsets_new_workload") or {}),
-            "band_offsets_new_dataset": dict(meta.get("band_offsets_new_dataset") or {})}
+            "band_offsets_new_dataset": dict(meta.get("band_offsets_new_dataset") or {}),
+            "pair_offsets_new_dataset": dict(meta.get("pair_offsets_new_dataset") or {})}
 
 
 def _shown(table: str) -> str:
@@ -63,7 +64,18 @@ def _calibration_line(meta: Mapping[str, Any]) -> str:
             f"known dataset; and folds that each hold out a whole dataset set it for a dataset the model never "
             f"saw (each never less than the one before).{shown} On rows like the training rows the band "
             "then covers about 80%; a new device is not like them (see the coverage below). Every "
-            "fold of the evaluation below calibrates on its own training rows only.")
+            "fold of the evaluation below calibrates on its own training rows only." + _pair_line(meta))
+
+
+def _pair_line(meta: Mapping[str, Any]) -> str:
+    pairs = meta.get("pair_offsets_new_dataset") or {}
+    if not pairs:
+        return ""
+    shown = ", ".join(f"{k} {v:.3g}" for k, v in pairs.items())
+    return (" The held-out-dataset folds also calibrate a *difference* of two predictions for one new dataset on "
+            "one hardware (random pairs; for accuracy, pairs of the better half of each workload's trials): the "
+            f"half-width of its 10-90% band is {shown} (model space: log for time and memory). `recommend` "
+            "reads it when it asks whether an unmeasured pick beats the obvious default on a new dataset.")
 
 
 def _accuracy_lines(meta: Mapping[str, Any]) -> list[str]:
