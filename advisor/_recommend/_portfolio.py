@@ -30,7 +30,8 @@ __all__ = ["PORTFOLIO_NAME", "PORTFOLIO_SIZE", "RECIPE_EXCLUDED", "build_portfol
 PORTFOLIO_NAME = "portfolio.json"
 PORTFOLIO_SIZE = 8
 #: Config fields a recipe leaves to the question and the machine.
-RECIPE_EXCLUDED = ("epochs", "threads", "inter_op_threads", "seed", "device", "mixed_precision", "cudnn_benchmark")
+RECIPE_EXCLUDED = ("epochs", "time_budget_s", "threads", "inter_op_threads", "seed", "device", "mixed_precision",
+                   "cudnn_benchmark")
 #: Workloads with fewer ok trials than this do not vote.
 MIN_WORKLOAD_TRIALS = 20
 #: Recipes considered: the best this many per workload by measured accuracy (keeps the matrix small).
