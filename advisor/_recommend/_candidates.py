@@ -18,7 +18,7 @@ from advisor._recommend._baseline import EPOCH_GRID
 from advisor._recommend._workload import Target, WorkloadInfo, describe_workload
 from advisor.records import Config
 
-__all__ = ["DEFAULT_CANDIDATES", "MODEL_MIN_TRIALS", "Candidate", "candidates", "columns", "unseen_knobs",
+__all__ = ["DEFAULT_CANDIDATES", "MODEL_MIN_TRIALS", "Candidate", "family_key", "candidates", "columns", "unseen_knobs",
            "candidate_models", "portfolio_candidates", "unique", "encode_candidates", "space_names"]
 
 DEFAULT_CANDIDATES = 500  # per framework; a few thousand in all
@@ -39,6 +39,13 @@ class Candidate:
     #: A measurement of this recipe on another device kind: its accuracy is evidence here, its time
     #: and memory are not (a :class:`advisor._recommend._baseline.Measured`).
     accuracy_of: Any = None
+
+
+def family_key(c: Candidate) -> str:
+    """A candidate's recipe without its run length: the epoch-grid family it belongs to."""
+    import json
+
+    return json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
 
 
 def unseen_knobs(schema: Any) -> frozenset[str]:

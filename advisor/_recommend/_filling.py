@@ -18,22 +18,17 @@ epochs' time, within ``T`` unless even one epoch may not fit.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Any
 
 import numpy as np
 
-from advisor._recommend._candidates import Candidate
+from advisor._recommend._candidates import Candidate, family_key
 
 __all__ = ["FILLING_SOURCES", "filling_runs", "add_filling_runs"]
 
 #: The candidate sources whose epoch-grid families get a run that fills the time bound.
 FILLING_SOURCES = ("default", "portfolio")
-
-
-def _family_key(c: Candidate) -> str:
-    return json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
 
 
 def _at_most(epochs: np.ndarray, values: np.ndarray, e: int) -> float | None:
@@ -54,7 +49,7 @@ def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray
     families: dict[str, list[int]] = {}
     for i, c in enumerate(cands):
         if c.source in FILLING_SOURCES and c.measured is None and not c.config.time_budget_s:
-            families.setdefault(_family_key(c), []).append(i)
+            families.setdefault(family_key(c), []).append(i)
     out: list[Candidate] = []
     bases: list[int] = []
     bands: tuple[list[list[float]], ...] = ([], [], [])

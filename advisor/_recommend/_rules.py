@@ -4,11 +4,10 @@ does not hold, and the one-line refusal. :func:`advisor.recommend.recommend` app
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
-from advisor._recommend._candidates import Candidate
+from advisor._recommend._candidates import Candidate, family_key
 from advisor._recommend._constraints import Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
@@ -50,8 +49,7 @@ def monotone_over_epochs(cands: list[Candidate], a: list[np.ndarray]) -> None:
     families: dict[str, list[int]] = {}
     for i, c in enumerate(cands):
         if c.source in ("default", "portfolio") and c.measured is None:
-            key = json.dumps({**c.config.to_dict(), "epochs": None}, sort_keys=True, default=str) + str(c.model)
-            families.setdefault(key, []).append(i)
+            families.setdefault(family_key(c), []).append(i)
     for idx in families.values():
         idx.sort(key=lambda i: cands[i].config.epochs)
         for band in a:
