@@ -39,7 +39,7 @@ from advisor._recommend._baseline import (
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._filling import add_filling_runs
-from advisor._recommend._portfolio import build_portfolio, load_portfolio
+from advisor._recommend._portfolio import build_portfolio, load_portfolio, transfer_probability
 from advisor._recommend._evidence import (
     EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, own_evidence, widen,
 )
@@ -337,19 +337,36 @@ def recommend(
         return None if value is None else float(value)
 
     baseline_idx = [i for i in order if cands[i].source == "default"]
-    if baseline_idx and order and cands[order[0]].source not in ("measured", "default") and prefer != "lean":
-        # Never worse than the obvious default unless the evidence says so: an unmeasured pick
+    # On a workload the table has not measured, a portfolio recipe that beat the obvious default on
+    # the measured matrix's other datasets (likely enough to beat it here too) is the robust choice
+    # in the default's place; where the workload was measured, its measurements decide.
+    beats = {i: transfer_probability(cands[i].transfer) for i in order}
+    robust = [] if (is_measured | acc_measured).any() else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
+    reference = robust[:1] or baseline_idx[:1]
+    if reference and order and cands[order[0]].source != "measured" and order[0] != reference[0] \
+            and not (cands[order[0]].source == "default" and not robust) and prefer != "lean":
+        # Never worse than the robust choice unless the evidence says so: an unmeasured pick
         # replaces it only when it is likely to be better on what the question asks.
-        keep, first = int(baseline_idx[0]), int(order[0])
+        keep, first = int(reference[0]), int(order[0])
         by_time = ((constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast") \
             and not best_shot  # a best shot is about reaching the target at all: compare accuracy
-        chance = (_p_better(t, first, keep, log=True, lower=True, pair_width=paired(first, keep, "train_time_s"))
-                  if by_time else
-                  _p_better(a, first, keep, log=False, lower=False, pair_width=paired(first, keep, "test_accuracy")))
+        if robust and cands[first].source == "default":
+            chance = 1.0 - float(beats[keep] or 0.0)  # measured: the default lost to it elsewhere
+        else:
+            chance = (_p_better(t, first, keep, log=True, lower=True, pair_width=paired(first, keep, "train_time_s"))
+                      if by_time else
+                      _p_better(a, first, keep, log=False, lower=False, pair_width=paired(first, keep, "test_accuracy")))
         if chance < SWITCH_CONFIDENCE:
             order = [keep] + [j for j in order if j != keep]
-            how += (f"; the obvious default kept first: the best alternative is only {chance:.0%} likely to "
-                    f"{'be faster' if by_time else 'be more accurate'} (needs {SWITCH_CONFIDENCE:.0%})")
+            if not robust:
+                how += (f"; the obvious default kept first: the best alternative is only {chance:.0%} likely to "
+                        f"{'be faster' if by_time else 'be more accurate'} (needs {SWITCH_CONFIDENCE:.0%})")
+    if robust and order and order[0] == robust[0]:
+        rec_ = cands[robust[0]].transfer or {}
+        how += (f"; first the portfolio's robust recipe: trained under a {rec_.get('budget_s', 0):g} s budget on "
+                f"{len(rec_.get('workloads', []))} other datasets, it beat the obvious default on {rec_.get('wins')} "
+                f"(tied {rec_.get('ties')}, lost {rec_.get('losses')}), measured, so it is {beats[robust[0]]:.0%} likely "
+                f"to beat it here (needs {SWITCH_CONFIDENCE:.0%})")
     if not baseline_idx:  # the default meets no constraint: show it where it comes closest
         defaults = np.array([c.source == "default" for c in cands])
         pool = np.flatnonzero(defaults)
@@ -377,7 +394,7 @@ def recommend(
             memory_mb=Prediction(float(m[0][i]), float(m[1][i]), float(m[2][i]), basis),
             evidence=evidence, model=cand.model or workload.model, basis=basis,
             repeats=(cand.measured or cand.accuracy_of).repeats if (cand.measured or cand.accuracy_of) else 0,
-            p_constraints=float(p[i]),
+            p_constraints=float(p[i]), transfer=cand.transfer, p_beats_default=transfer_probability(cand.transfer),
         )
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(order[:top])]

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
     from advisor.records import Config, Workload
 
     cores = [int(c) for c in args.cores.split(",")]
-    done = {(r["key"], r["arm"], r["repeat"]) for r in read_jsonl(RAW)}
+    done = {(r["key"], r["arm"], r["repeat"]): _recipe_of(r.get("config")) for r in read_jsonl(RAW)}
     workdir = Path(args.workdir)
     for dataset in args.datasets.split(","):
         table, model_dir = heldout_model(dataset, workdir, args.rounds)
@@ -132,7 +132,10 @@ def run(args: argparse.Namespace) -> None:
                 same_as_pick = (arm == "default" and choice.model == rec.choices[0].model
                                 and {**choice.config, "seed": 0} == {**rec.choices[0].config, "seed": 0})
                 for rep in range(args.repeats):
-                    if (key, arm, rep) in done:
+                    # A stored run counts when it ran this very configuration (a pick that changed
+                    # since is run again); the filled default's length comes from measured epoch times.
+                    if (key, arm, rep) in done and (arm == "default-fill" or done[(key, arm, rep)] is None
+                                                    or done[(key, arm, rep)] == _recipe_of(choice.config)):
                         continue
                     if same_as_pick:  # the pick is the default itself: its runs are the default's
                         runs = [r for r in read_jsonl(RAW) if r.get("key") == key and r.get("arm") == "pick"
@@ -167,6 +170,13 @@ def run(args: argparse.Namespace) -> None:
                     append_jsonl(RAW, record)
                     print(f"{key} {arm} #{rep}: {choice.framework} {choice.model} {cfg.epochs} ep -> {result.status} "
                           f"acc={result.test_accuracy} time={result.train_time_s}", flush=True)
+
+
+def _recipe_of(config: dict[str, Any] | None) -> str | None:
+    """A run's configuration without its seed and threads (what the benchmark sets per run)."""
+    if not config:
+        return None
+    return json.dumps({k: v for k, v in config.items() if k not in ("seed", "threads")}, sort_keys=True, default=str)
 
 
 def _blas(result: Any) -> str:
@@ -233,8 +243,12 @@ def _length(run: dict[str, Any]) -> str:
 
 
 def render(_: argparse.Namespace) -> None:
-    records = [r for r in read_jsonl(RAW) if r.get("repeat", -1) >= 0]
-    errors = [r for r in read_jsonl(RAW) if r.get("repeat") == -1]
+    latest: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in read_jsonl(RAW):  # a run repeated (its pick changed since) counts once: the last
+        latest[(r["key"], r["arm"], r.get("repeat", -1))] = r
+    records = [r for r in latest.values() if r.get("repeat", -1) >= 0]
+    answered = {r["key"] for r in records if r["arm"] == "pick"}
+    errors = [r for r in latest.values() if r.get("repeat") == -1 and r["key"] not in answered]
     keys = sorted({r["key"] for r in records})
     rows = []
     seed_rows: list[dict[str, Any]] = []

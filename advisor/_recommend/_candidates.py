@@ -39,6 +39,9 @@ class Candidate:
     #: A measurement of this recipe on another device kind: its accuracy is evidence here, its time
     #: and memory are not (a :class:`advisor._recommend._baseline.Measured`).
     accuracy_of: Any = None
+    #: A portfolio recipe's measured record against the obvious default on the matrix's other
+    #: datasets (``transfer`` of :func:`advisor._recommend._portfolio.build_portfolio`).
+    transfer: dict[str, Any] | None = None
 
 
 def family_key(c: Candidate) -> str:
@@ -176,7 +179,7 @@ def portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo
                                         "threads": target.cores if device == "cpu" else 1})
             except Exception:  # noqa: BLE001 - a recipe this target cannot take
                 break
-            out.append(Candidate(cfg, "portfolio", None, model=mdl))
+            out.append(Candidate(cfg, "portfolio", None, model=mdl, transfer=recipe.get("transfer")))
     return out
 
 

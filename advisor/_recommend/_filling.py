@@ -75,7 +75,7 @@ def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray
         acc = (got[0], got[1], got[2])
         base = cands[near]
         config = dataclasses.replace(base.config, epochs=most, time_budget_s=float(max_time_s))
-        out.append(Candidate(config, base.source, None, model=base.model))
+        out.append(Candidate(config, base.source, None, model=base.model, transfer=base.transfer))
         bases.append(near)
         times = [min(max(fit[0], 1), cap) * per[0], mid * per[1], few * per[2]]
         bands[0].append([min(times), times[1], max(times)])

@@ -9,6 +9,21 @@ predicted on the others); a recipe's score on a workload is its best predicted m
 the epoch grid within that workload's typical budget (the median measured training time there),
 normalised between the worst and the best recipe on that workload.
 
+**The measured matrix.** A surrogate-filled matrix says little about a recipe on a dataset the
+table does not hold: the trees predict its level from the datasets they know. Auto-sklearn's
+portfolio is built from a matrix *measured* on every meta-dataset, and so is this one where the
+table holds it: the ``portfolio-matrix`` study (:data:`MATRIX_STUDY`, ``benchmarks/study/
+portfolio_matrix.py``) runs each of a few recipes chosen from the table (:func:`matrix_recipes`:
+the most accurate measured within the time budget on each full-size workload), and the obvious
+default, on every full-size workload under one time budget (``time_budget_s``). Recipes measured on
+every matrix workload are scored by those measurements and chosen first; the surrogate-filled
+greedy fills the remaining places. Each measured recipe carries its record against the obvious
+default (``transfer``: wins, ties and losses over the workloads, a win being more than the
+measurement noise more accurate in the same time budget): on a dataset the table does not hold,
+:func:`transfer_probability` (Laplace's rule of succession over those workloads) is how likely it
+is to beat the default there, and a recipe that beat it everywhere replaces it as the robust
+choice (see :func:`advisor.recommend.recommend`).
+
 The portfolio is written beside the fitted model (``portfolio.json``) by ``advisor surrogate fit``,
 and every recommendation adds its recipes (at every epoch count of the grid) to the candidates, so
 the answer is never worse than the robust choice unless a prediction or a measurement says so.
@@ -24,8 +39,9 @@ import numpy as np
 
 from advisor import knowledge
 
-__all__ = ["PORTFOLIO_NAME", "PORTFOLIO_SIZE", "RECIPE_EXCLUDED", "build_portfolio", "load_portfolio",
-           "save_portfolio", "recipe_key"]
+__all__ = ["PORTFOLIO_NAME", "PORTFOLIO_SIZE", "RECIPE_EXCLUDED", "MATRIX_STUDY", "MATRIX_BUDGET_S",
+           "build_portfolio", "load_portfolio", "save_portfolio", "recipe_key", "full_size_workloads",
+           "matrix_recipes", "measured_matrix", "offered_on", "default_recipe", "transfer_probability"]
 
 PORTFOLIO_NAME = "portfolio.json"
 PORTFOLIO_SIZE = 8
@@ -36,6 +52,12 @@ RECIPE_EXCLUDED = ("epochs", "time_budget_s", "threads", "inter_op_threads", "se
 MIN_WORKLOAD_TRIALS = 20
 #: Recipes considered: the best this many per workload by measured accuracy (keeps the matrix small).
 PER_WORKLOAD = 25
+#: The study name of the measured matrix's trials.
+MATRIX_STUDY = "portfolio-matrix"
+#: The matrix's time budget per trial (seconds of training, one core).
+MATRIX_BUDGET_S = 60.0
+#: Recipes taken into the matrix from each full-size workload.
+MATRIX_PER_WORKLOAD = 2
 
 
 def recipe_key(recipe: dict[str, Any]) -> str:
@@ -48,9 +70,180 @@ def _recipe(config: dict[str, Any], model: str) -> dict[str, Any]:
     return out
 
 
+def full_size_workloads(table: knowledge.Table, exclude_datasets: Sequence[str] = ()) -> dict[str, tuple[int, list[int]]]:
+    """Each dataset's largest training size with at least :data:`MIN_WORKLOAD_TRIALS` ok trials
+    outside the matrix, and those trials' rows: ``{dataset: (size, rows)}``."""
+    cols = table.columns
+    by: dict[tuple[str, int], list[int]] = {}
+    for i in range(len(table)):
+        if (cols["status"][i] == "ok" and not cols["synthetic"][i] and cols["test_accuracy"][i] is not None
+                and cols["study"][i] != MATRIX_STUDY and cols["dataset_name"][i] not in exclude_datasets
+                and cols["device_kind"][i] == "cpu"):
+            by.setdefault((cols["dataset_name"][i], int(cols["train_samples"][i] or 0)), []).append(i)
+    out: dict[str, tuple[int, list[int]]] = {}
+    for (dataset, size), rows in by.items():
+        if len(rows) >= MIN_WORKLOAD_TRIALS and size > out.get(dataset, (-1, []))[0]:
+            out[dataset] = (size, rows)
+    return out
+
+
+def _row_recipe(cols: dict[str, Any], i: int) -> dict[str, Any] | None:
+    try:
+        cfg = knowledge.config_from_row({k: v[i] for k, v in cols.items()})
+    except Exception:  # noqa: BLE001 - a row this version cannot turn back into a config
+        return None
+    return _recipe(cfg.to_dict(), str(cols["model"][i]))
+
+
+def matrix_recipes(table: knowledge.Table, *, budget_s: float = MATRIX_BUDGET_S,
+                   per_workload: int = MATRIX_PER_WORKLOAD, exclude_datasets: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The recipes the matrix measures: on each full-size workload, the ``per_workload`` most
+    accurate distinct recipes among its trials that trained within ``budget_s``."""
+    cols = table.columns
+    out: dict[str, dict[str, Any]] = {}
+    for _, rows in full_size_workloads(table, exclude_datasets).values():
+        within = [i for i in rows if cols["train_time_s"][i] is not None and cols["train_time_s"][i] <= budget_s]
+        taken = 0
+        for i in sorted(within, key=lambda i: -float(cols["test_accuracy"][i])):
+            r = _row_recipe(cols, i)
+            if r is None or recipe_key(r) in out:
+                continue
+            out[recipe_key(r)] = r
+            taken += 1
+            if taken >= per_workload:
+                break
+    return list(out.values())
+
+
+def default_recipe(dataset: str) -> dict[str, Any]:
+    """The obvious default as a matrix recipe: on the dataset's default model."""
+    from advisor._recommend._baseline import OBVIOUS_DEFAULT
+    from advisor._recommend._workload import describe_workload
+    from advisor.records import Config
+
+    cfg = Config(framework="torch", epochs=1, threads=1, **OBVIOUS_DEFAULT)
+    return _recipe(cfg.to_dict(), describe_workload(dataset).model)
+
+
+def offered_on(recipe: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """The recipe as it runs on ``dataset``: knobs the dataset refuses (flips of digits) at their
+    defaults, as every candidate offered there (``refused_knobs``)."""
+    from advisor.datasets import refused_knobs
+    from advisor.knobs import get_knob
+
+    return {k: (get_knob(k).default if k in refused_knobs(dataset) else v) for k, v in recipe.items()}
+
+
+def measured_matrix(table: knowledge.Table, exclude_datasets: Sequence[str] = ()
+                    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, float]], dict[str, float]]:
+    """The measured matrix: ``(recipes, accuracy, default)``.
+
+    ``recipes``: recipe key -> recipe; ``accuracy``: recipe key -> {dataset: median accuracy of its
+    matrix runs there}; ``default``: dataset -> the obvious default's median accuracy in the same
+    budget. A run that overran its budget by more than a tenth counts as chance accuracy (it did not
+    answer the question), and contended runs count like any other (accuracy does not depend on them).
+    """
+    cols = table.columns
+    runs: dict[tuple[str, str], list[float]] = {}  # (dataset, key of the recipe as run there)
+    recipes: dict[str, dict[str, Any]] = {}
+    for i in range(len(table)):
+        if cols["study"][i] != MATRIX_STUDY or cols["dataset_name"][i] in exclude_datasets:
+            continue
+        r = _row_recipe(cols, i)
+        budget = cols["cfg_time_budget_s"][i]
+        if r is None or not budget:
+            continue
+        ok = cols["status"][i] == "ok" and cols["test_accuracy"][i] is not None
+        over = ok and cols["train_time_s"][i] is not None and cols["train_time_s"][i] > 1.1 * float(budget)
+        acc = float(cols["test_accuracy"][i]) if ok and not over else 1.0 / max(2, int(cols["num_classes"][i] or 2))
+        recipes.setdefault(recipe_key(r), r)
+        runs.setdefault((str(cols["dataset_name"][i]), recipe_key(r)), []).append(acc)
+    datasets = sorted({d for d, _ in runs})
+    accuracy: dict[str, dict[str, float]] = {}
+    for key, r in recipes.items():  # a recipe's cell on each dataset: the recipe as offered there
+        for d in datasets:
+            got = runs.get((d, recipe_key(offered_on(r, d))))
+            if got:
+                accuracy.setdefault(key, {})[d] = float(np.median(got))
+    default: dict[str, float] = {}
+    for d in datasets:
+        got = runs.get((d, recipe_key(default_recipe(d))))
+        if got:
+            default[d] = float(np.median(got))
+    return recipes, accuracy, default
+
+
+def transfer_probability(transfer: dict[str, Any] | None) -> float | None:
+    """How likely a measured matrix recipe is to beat the obvious default on a dataset the matrix
+    does not hold: Laplace's rule of succession, ``(wins + ties / 2 + 1) / (workloads + 2)``."""
+    if not transfer or not transfer.get("workloads"):
+        return None
+    n = len(transfer["workloads"])
+    return (float(transfer["wins"]) + 0.5 * float(transfer["ties"]) + 1.0) / (n + 2.0)
+
+
+def _measured_part(table: knowledge.Table, exclude_datasets: Sequence[str], size: int) -> list[dict[str, Any]]:
+    """The greedy portfolio over the measured matrix, each recipe with its ``transfer`` record."""
+    from advisor._recommend._baseline import MEASURED_ACCURACY_NOISE
+
+    recipes, accuracy, default = measured_matrix(table, exclude_datasets)
+    datasets = sorted(default)
+    if len(datasets) < 2:
+        return []
+    # Only recipes the table still selects without the excluded datasets: one chosen for being the
+    # best on a held-out dataset would carry that dataset into its own test.
+    selected = {recipe_key(r) for r in matrix_recipes(table, exclude_datasets=exclude_datasets)}
+    keys = [k for k in recipes if k in selected and all(d in accuracy.get(k, {}) for d in datasets)
+            and all(k != recipe_key(default_recipe(d)) for d in datasets)]
+    if not keys:
+        return []
+    scores = np.array([[accuracy[k][d] for d in datasets] for k in keys])
+    lo, hi = scores.min(axis=0), scores.max(axis=0)
+    norm = (scores - lo) / np.where(hi > lo, hi - lo, 1.0)
+    out = []
+    for ri in _greedy(norm, size):
+        diff = scores[ri] - np.array([default[d] for d in datasets])
+        transfer = {"workloads": datasets, "budget_s": MATRIX_BUDGET_S,
+                    "wins": int((diff > MEASURED_ACCURACY_NOISE).sum()),
+                    "ties": int((np.abs(diff) <= MEASURED_ACCURACY_NOISE).sum()),
+                    "losses": int((diff < -MEASURED_ACCURACY_NOISE).sum()),
+                    "accuracy": {d: round(float(v), 4) for d, v in zip(datasets, scores[ri])},
+                    "default_accuracy": {d: round(default[d], 4) for d in datasets}}
+        out.append({**recipes[keys[ri]], "transfer": transfer})
+    return out
+
+
+def _greedy(norm: np.ndarray, size: int) -> list[int]:
+    """Greedy portfolio construction over a normalised score matrix (recipes x workloads)."""
+    chosen: list[int] = []
+    covered = np.zeros(norm.shape[1])
+    for _ in range(min(size, norm.shape[0])):
+        gains: np.ndarray = np.maximum(norm, covered).sum(axis=1)
+        gains[chosen] = -np.inf
+        pick = int(np.argmax(gains))
+        if chosen and gains[pick] <= covered.sum() + 1e-9:
+            break
+        chosen.append(pick)
+        covered = np.maximum(covered, norm[pick])
+    return chosen
+
+
 def build_portfolio(table: knowledge.Table, surrogate: Any, *, device_kind: str = "cpu",
                     size: int = PORTFOLIO_SIZE, exclude_datasets: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The greedy portfolio of ``size`` recipes (see the module docstring), best first."""
+    """The greedy portfolio of ``size`` recipes (see the module docstring), best first: the
+    measured matrix's recipes first (with their ``transfer`` record), then the surrogate-filled ones."""
+    measured = _measured_part(table, exclude_datasets, size)
+    if len(measured) >= size:
+        return measured
+    taken = {recipe_key({k: v for k, v in r.items() if k != "transfer"}) for r in measured}
+    filled = [r for r in _filled_part(table, surrogate, device_kind=device_kind, size=size,
+                                      exclude_datasets=exclude_datasets) if recipe_key(r) not in taken]
+    return (measured + filled)[:size] if measured else filled
+
+
+def _filled_part(table: knowledge.Table, surrogate: Any, *, device_kind: str, size: int,
+                 exclude_datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """The greedy portfolio over the surrogate-filled matrix."""
     from advisor._recommend._baseline import EPOCH_GRID
     from advisor._recommend._candidates import Candidate, columns
     from advisor._recommend._workload import Target, describe_workload
@@ -70,11 +263,9 @@ def build_portfolio(table: knowledge.Table, surrogate: Any, *, device_kind: str 
     for idx in workloads.values():
         best = sorted(idx, key=lambda i: -float(cols["test_accuracy"][i]))[:PER_WORKLOAD]
         for i in best:
-            try:
-                cfg = knowledge.config_from_row({k: v[i] for k, v in cols.items()})
-            except Exception:  # noqa: BLE001 - a row this version cannot turn back into a config
+            r = _row_recipe(cols, i)
+            if r is None:
                 continue
-            r = _recipe(cfg.to_dict(), str(cols["model"][i]))
             recipes.setdefault(recipe_key(r), r)
     keys = list(recipes)
     if not keys:
@@ -108,17 +299,7 @@ def build_portfolio(table: knowledge.Table, surrogate: Any, *, device_kind: str 
                     scores[ri, j] = max(scores[ri, j], a)
     lo, hi = scores.min(axis=0), scores.max(axis=0)
     norm = (scores - lo) / np.where(hi > lo, hi - lo, 1.0)
-    chosen: list[int] = []
-    covered = np.zeros(len(workloads))
-    for _ in range(min(size, len(keys))):
-        gains: np.ndarray = np.maximum(norm, covered).sum(axis=1)
-        gains[chosen] = -np.inf
-        pick = int(np.argmax(gains))
-        if chosen and gains[pick] <= covered.sum() + 1e-9:
-            break
-        chosen.append(pick)
-        covered = np.maximum(covered, norm[pick])
-    return [recipes[keys[i]] for i in chosen]
+    return [recipes[keys[i]] for i in _greedy(norm, size)]
 
 
 def save_portfolio(directory: str | Path, portfolio: dict[str, list[dict[str, Any]]], *, table_sha256: str) -> Path:

@@ -66,6 +66,11 @@ class Choice:
     repeats: int = 0
     #: Probability of meeting every constraint (1.0 when there are none).
     p_constraints: float = 1.0
+    #: A portfolio recipe's measured record against the obvious default on other datasets (each
+    #: trained under one time budget): the datasets, wins, ties, losses, both accuracies.
+    transfer: dict[str, Any] | None = None
+    #: How likely it is to beat the default on this dataset, from that record (rule of succession).
+    p_beats_default: float | None = None
 
 
 @dataclass(frozen=True)
