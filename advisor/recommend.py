@@ -342,6 +342,8 @@ def recommend(
     # in the default's place; where the workload was measured, its measurements decide.
     beats = {i: transfer_probability(cands[i].transfer) for i in order}
     robust = [] if (is_measured | acc_measured).any() else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
+    # the surest record first, then the one that won most; the ranking's order among equals
+    robust.sort(key=lambda i: (-(beats[i] or 0.0), -int((cands[i].transfer or {}).get("wins") or 0)))
     reference = robust[:1] or baseline_idx[:1]
     if reference and order and cands[order[0]].source != "measured" and order[0] != reference[0] \
             and not (cands[order[0]].source == "default" and not robust) and prefer != "lean":
@@ -366,7 +368,7 @@ def recommend(
         how += (f"; first the portfolio's robust recipe: trained under a {rec_.get('budget_s', 0):g} s budget on "
                 f"{len(rec_.get('workloads', []))} other datasets, it beat the obvious default on {rec_.get('wins')} "
                 f"(tied {rec_.get('ties')}, lost {rec_.get('losses')}), measured, so it is {beats[robust[0]]:.0%} likely "
-                f"to beat it here (needs {SWITCH_CONFIDENCE:.0%})")
+                f"to beat or tie it here (needs {SWITCH_CONFIDENCE:.0%})")
     if not baseline_idx:  # the default meets no constraint: show it where it comes closest
         defaults = np.array([c.source == "default" for c in cands])
         pool = np.flatnonzero(defaults)
@@ -394,7 +396,7 @@ def recommend(
             memory_mb=Prediction(float(m[0][i]), float(m[1][i]), float(m[2][i]), basis),
             evidence=evidence, model=cand.model or workload.model, basis=basis,
             repeats=(cand.measured or cand.accuracy_of).repeats if (cand.measured or cand.accuracy_of) else 0,
-            p_constraints=float(p[i]), transfer=cand.transfer, p_beats_default=transfer_probability(cand.transfer),
+            p_constraints=float(p[i]), transfer=cand.transfer, p_not_worse=transfer_probability(cand.transfer),
         )
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(order[:top])]

@@ -70,11 +70,15 @@ def p95_accuracy(dataset: str) -> float:
     from advisor import knowledge
     from advisor import surrogate as sg
 
+    from advisor._recommend._portfolio import MATRIX_STUDY
+
     t = knowledge.read(sg.shipped_table())
     sizes = [n for d, n, s in zip(t["dataset_name"], t["train_samples"], t["status"]) if d == dataset and s == "ok"]
     full = max(sizes)
-    acc = [a for d, n, s, a in zip(t["dataset_name"], t["train_samples"], t["status"], t["test_accuracy"])
-           if d == dataset and n == full and s == "ok" and a is not None]
+    # the table's own trials, not the portfolio matrix's (34 runs under one budget, added after
+    # these targets were set)
+    acc = [a for d, n, s, a, st in zip(t["dataset_name"], t["train_samples"], t["status"], t["test_accuracy"], t["study"])
+           if d == dataset and n == full and s == "ok" and a is not None and st != MATRIX_STUDY]
     return float(np.percentile(acc, 95))
 
 

@@ -109,7 +109,12 @@ def test_measured_portfolio_records_wins_against_the_default_and_a_refused_knob_
     record = head["transfer"]
     assert (record["wins"], record["ties"], record["losses"]) == (3, 0, 0)
     assert record["workloads"] == sorted(DATASETS)
-    assert transfer_probability(record) == pytest.approx(4 / 5)  # (3 + 1) / (3 + 2)
+    assert transfer_probability(record) == pytest.approx(4 / 5)  # (3 + 0 + 1) / (3 + 2)
+    # beating or tying counts; a loss does not; a record of ties alone is no reason to switch
+    assert transfer_probability({**record, "wins": 1, "ties": 2}) == pytest.approx(4 / 5)
+    assert transfer_probability({**record, "wins": 2, "ties": 0, "losses": 1}) == pytest.approx(3 / 5)
+    assert transfer_probability({**record, "wins": 0, "ties": 3}) == 0.0
+    assert transfer_probability(None) is None
     assert accuracy[recipe_key(WEAK)] == pytest.approx(WEAK_ACC)
     assert recipes[recipe_key(WEAK)] == WEAK
     # Holding a dataset out removes its column: two workloads left in the record
@@ -156,7 +161,7 @@ def test_a_recipe_that_beat_the_default_everywhere_is_the_robust_choice_on_a_new
     assert robust and rec.baseline is not None
     first = rec.choices[0]
     assert first.source == "portfolio" and first.transfer is not None
-    assert first.p_beats_default == pytest.approx(0.8)
+    assert first.p_not_worse == pytest.approx(0.8)
     assert first.config["optimizer"] == "momentum" and first.config["schedule"] == "onecycle"
     assert "robust recipe" in rec.ranking and "3 other datasets" in rec.ranking
     assert rec.baseline is not None and rec.baseline.source == "default"  # still shown beside it
@@ -173,7 +178,7 @@ def test_the_robust_choice_does_not_override_measurements_of_the_workload(with_m
 
 def test_a_record_with_a_loss_is_not_enough_to_replace_the_default(tmp_path: Path,
                                                                     with_matrix: tuple[Path, Path]) -> None:
-    """Three datasets and one loss: (2 + 1) / 5 = 60% < 80%, so the default keeps its place. The
+    """Three datasets and one loss: (2 + 0 + 1) / 5 = 60% < 80%, so the default keeps its place. The
     model and the candidates are those of the test above, only the record differs: the record is
     what put the recipe first there."""
     lost = {**STRONG_ACC, "digits": 0.90}

@@ -21,8 +21,8 @@ greedy fills the remaining places. Each measured recipe carries its record again
 default (``transfer``: wins, ties and losses over the workloads, a win being more than the
 measurement noise more accurate in the same time budget): on a dataset the table does not hold,
 :func:`transfer_probability` (Laplace's rule of succession over those workloads) is how likely it
-is to beat the default there, and a recipe that beat it everywhere replaces it as the robust
-choice (see :func:`advisor.recommend.recommend`).
+is to beat or tie the default there, and a recipe that won somewhere and lost nowhere replaces it
+as the robust choice (see :func:`advisor.recommend.recommend`).
 
 The portfolio is written beside the fitted model (``portfolio.json``) by ``advisor surrogate fit``,
 and every recommendation adds its recipes (at every epoch count of the grid) to the candidates, so
@@ -174,12 +174,16 @@ def measured_matrix(table: knowledge.Table, exclude_datasets: Sequence[str] = ()
 
 
 def transfer_probability(transfer: dict[str, Any] | None) -> float | None:
-    """How likely a measured matrix recipe is to beat the obvious default on a dataset the matrix
-    does not hold: Laplace's rule of succession, ``(wins + ties / 2 + 1) / (workloads + 2)``."""
+    """How likely a measured matrix recipe is to beat or tie the obvious default on a dataset the
+    matrix does not hold (the issue's own bar: never worse than the default): Laplace's rule of
+    succession over the workloads it did not lose, ``(wins + ties + 1) / (workloads + 2)``. None
+    without a record, and 0 for a recipe that won nowhere (it would replace the default for nothing)."""
     if not transfer or not transfer.get("workloads"):
         return None
+    if not transfer.get("wins"):
+        return 0.0
     n = len(transfer["workloads"])
-    return (float(transfer["wins"]) + 0.5 * float(transfer["ties"]) + 1.0) / (n + 2.0)
+    return (float(transfer["wins"]) + float(transfer["ties"]) + 1.0) / (n + 2.0)
 
 
 def _measured_part(table: knowledge.Table, exclude_datasets: Sequence[str], size: int) -> list[dict[str, Any]]:

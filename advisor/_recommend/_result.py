@@ -69,8 +69,8 @@ class Choice:
     #: A portfolio recipe's measured record against the obvious default on other datasets (each
     #: trained under one time budget): the datasets, wins, ties, losses, both accuracies.
     transfer: dict[str, Any] | None = None
-    #: How likely it is to beat the default on this dataset, from that record (rule of succession).
-    p_beats_default: float | None = None
+    #: How likely it is to beat or tie the default on this dataset, from that record (rule of succession).
+    p_not_worse: float | None = None
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def _print_details(rec: Any, rows: list[Any]) -> None:
             pairs = ", ".join(f"{d} {tr['accuracy'][d]:.3f} vs {tr['default_accuracy'][d]:.3f}" for d in tr["workloads"])
             out.print(f"    portfolio record, MEASURED under a {tr['budget_s']:g} s budget against the obvious default: "
                       f"won {tr['wins']}, tied {tr['ties']}, lost {tr['losses']} ({pairs}); "
-                      f"{c.p_beats_default:.0%} likely to beat it on a dataset outside that record", highlight=False)
+                      f"{c.p_not_worse:.0%} likely to beat or tie it on a dataset outside that record", highlight=False)
         for e in c.evidence:
             measured = ", ".join(filter(None, (
                 seconds_text(e.train_time_s) if e.train_time_s is not None else None,
