@@ -204,6 +204,10 @@ KNOBS: tuple[Knob, ...] = (
          "Seconds of training to fill (0: off): whole epochs run while the next is projected to fit, the "
          "schedule re-spans the epochs projected after each one, and --epochs caps them.",
          low=0.0, high=1e7, encoding="none", flag="--time-budget", searchable=False),
+    Knob("stop_at_accuracy", "float", 0.0,
+         "Stop after the first epoch whose test accuracy reaches this (0: off), as time-to-accuracy "
+         "benchmarks do; the schedule still spans --epochs.",
+         low=0.0, high=1.0, encoding="none", flag="--stop-at-accuracy", searchable=False),
 )
 
 KNOB_NAMES = tuple(k.name for k in KNOBS)

@@ -55,6 +55,7 @@ from advisor._recommend._rules import impossible as _impossible
 from advisor._recommend._rules import monotone_over_epochs as _monotone_over_epochs
 from advisor._recommend._rules import order as _order
 from advisor._recommend._rules import p_better as _p_better
+from advisor._recommend._rules import unsure_eligible as _unsure_eligible
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
 from advisor._recommend._verify import Verification, verify
 from advisor._recommend._workload import Target, WorkloadInfo, describe_workload, resolve_target
@@ -175,6 +176,7 @@ def recommend(
         device = get_accelerator(target.gpu_model)  # an unknown name fails here, in one line
         target = dataclasses.replace(target, gpu_model=device.name)  # 'h200' and 'NVIDIA H200' are one GPU
     kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
+    mismatch = bool(notes)  # the loader's notes say the model was fitted on another table
     physics = device  # the requested GPU's row: its roofline bounds every GPU answer
     if device is not None and sum(k == "gpu" and s == "ok" and g == device.name for k, s, g in zip(
             kb["device_kind"], kb["status"], kb["gpu_model"])) >= MIN_GPU_TRIALS:
@@ -281,7 +283,7 @@ def recommend(
             # thousands of draws some are over-predicted by chance.
             eligible = p >= np.where(trusted, CONFIDENCE, EXPLORATORY_CONFIDENCE)
             if not eligible.any():
-                eligible = p >= UNSURE_FLOOR
+                eligible = _unsure_eligible(p, trusted)
                 confidence = UNSURE_FLOOR
                 unsure = True
                 notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; "
@@ -342,8 +344,12 @@ def recommend(
     # in the default's place; where the workload was measured, its measurements decide.
     beats = {i: transfer_probability(cands[i].transfer) for i in order}
     robust = [] if (is_measured | acc_measured).any() else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
+    # Where no candidate is likely to reach an accuracy target, what counts is reaching it at all:
+    # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
+    reach = constraints.min_accuracy is not None and constraints.max_time_s is None and (unsure or best_shot)
     # the surest record first, then the one that won most; the ranking's order among equals
-    robust.sort(key=lambda i: (-(beats[i] or 0.0), -int((cands[i].transfer or {}).get("wins") or 0)))
+    robust.sort(key=lambda i: (-(beats[i] or 0.0), -int((cands[i].transfer or {}).get("wins") or 0),
+                               -cands[i].config.epochs if reach else 0))
     reference = robust[:1] or baseline_idx[:1]
     if reference and order and cands[order[0]].source != "measured" and order[0] != reference[0] \
             and not (cands[order[0]].source == "default" and not robust) and prefer != "lean":
@@ -351,7 +357,7 @@ def recommend(
         # replaces it only when it is likely to be better on what the question asks.
         keep, first = int(reference[0]), int(order[0])
         by_time = ((constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast") \
-            and not best_shot  # a best shot is about reaching the target at all: compare accuracy
+            and not reach  # reaching the target at all is in doubt: compare accuracy
         if robust and cands[first].source == "default":
             chance = 1.0 - float(beats[keep] or 0.0)  # measured: the default lost to it elsewhere
         else:
@@ -381,6 +387,14 @@ def recommend(
         near = nearest_dataset(kb, workload)
         evidence_dataset = near[0] if near is not None else workload.dataset
 
+    # An accuracy target is a time-to-accuracy question: every run stops at the first epoch that
+    # reaches it (its schedule still spans its epochs), so a longer schedule costs only when needed.
+    stop_at = ({"stop_at_accuracy": float(constraints.min_accuracy)}
+               if constraints.min_accuracy is not None and constraints.max_time_s is None else {})
+    if stop_at:
+        notes.append(f"Each run stops at the first epoch reaching test accuracy {constraints.min_accuracy:g} "
+                     f"(--stop-at-accuracy); the times shown are the whole schedule's, an upper bound.")
+
     def choice(i: int, rank_: int) -> Choice:
         cand = cands[i]
         basis = "measured" if cand.measured is not None else "predicted"
@@ -390,7 +404,7 @@ def recommend(
                                    device_kind=target.device_kind, dataset=evidence_dataset))
         return Choice(
             rank=rank_, framework=cand.config.framework, source=cand.source,
-            config=cand.config.to_dict(), space_params=cand.space_params,
+            config={**cand.config.to_dict(), **stop_at}, space_params=cand.space_params,
             time_s=Prediction(float(t[0][i]), float(t[1][i]), float(t[2][i]), basis),
             accuracy=Prediction(float(a[0][i]), float(a[1][i]), float(a[2][i]), acc_basis),
             memory_mb=Prediction(float(m[0][i]), float(m[1][i]), float(m[2][i]), basis),
@@ -406,7 +420,7 @@ def recommend(
         workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),
         n_candidates=len(cands), n_feasible=int(eligible.sum()), n_front=n_front,
         extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
-        table=str(kb.path), model_dir=model_where, table_mismatch=bool(notes), new_workload=new_workload,
+        table=str(kb.path), model_dir=model_where, table_mismatch=mismatch, new_workload=new_workload,
         baseline=baseline, ranking=how, confidence=confidence,
     )
 

@@ -135,6 +135,7 @@ class Config(_JsonRecord):
     cudnn_benchmark: bool = False
     seed: int = 0
     time_budget_s: float = 0.0
+    stop_at_accuracy: float = 0.0
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> "Config":

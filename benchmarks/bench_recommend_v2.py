@@ -177,10 +177,12 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _recipe_of(config: dict[str, Any] | None) -> str | None:
-    """A run's configuration without its seed and threads (what the benchmark sets per run)."""
+    """A run's configuration without its seed and threads (what the benchmark sets per run), nor its
+    stop at a target accuracy: that only cuts the curve after the target, from which time to it is read."""
     if not config:
         return None
-    return json.dumps({k: v for k, v in config.items() if k not in ("seed", "threads")}, sort_keys=True, default=str)
+    return json.dumps({k: v for k, v in config.items() if k not in ("seed", "threads", "stop_at_accuracy")},
+                      sort_keys=True, default=str)
 
 
 def _blas(result: Any) -> str:

@@ -143,6 +143,29 @@ def test_without_a_budget_every_epoch_runs_and_the_first_epoch_always_runs(monke
     assert len(events) == 1 and result.train_time_s == pytest.approx(30.0)  # one epoch, even over the budget
 
 
+def test_stop_at_accuracy_ends_the_run_after_the_first_epoch_reaching_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import advisor.frameworks.base as base
+
+    readings = iter([0.5, 0.8, 0.91, 0.95, 0.97])
+    monkeypatch.setattr(base, "_accuracy", lambda trainer, x, y: next(readings))
+    config = Config(framework="torch", batch_size=10, learning_rate=0.4, epochs=5, schedule="onecycle",
+                    warmup_fraction=0.1, stop_at_accuracy=0.9)
+    result, events, trainer = _run_on_clock(monkeypatch, config, [7.0])
+    assert [e["test_accuracy"] for e in events] == [0.5, 0.8, 0.91]  # stopped at the third, not before
+    assert result.train_time_s == pytest.approx(21.0)
+    assert trainer.total_steps_ == 50  # the schedule still spans the 5 epochs asked for
+    readings = iter([0.5, 0.8, 0.85, 0.88, 0.89])
+    monkeypatch.setattr(base, "_accuracy", lambda trainer, x, y: next(readings))
+    _, events, _ = _run_on_clock(monkeypatch, config, [7.0])
+    assert len(events) == 5  # never reached: every epoch runs
+    from advisor.knobs import measure_argv
+
+    argv = measure_argv(config, dataset="digits", model="mlp")
+    assert argv[argv.index("--stop-at-accuracy") + 1] == "0.9"
+    with pytest.raises(ValueError, match="stop_at_accuracy"):
+        Config(framework="torch", stop_at_accuracy=1.5)
+
+
 def test_time_budget_is_a_knob_with_a_flag_and_a_measure_command() -> None:
     from advisor.knobs import get_knob, measure_argv
 

@@ -193,3 +193,32 @@ def test_a_record_with_a_loss_is_not_enough_to_replace_the_default(tmp_path: Pat
     save_portfolio(folder, {"cpu": portfolio}, table_sha256=model.meta["table_sha256"])
     rec = _rec((table, folder), "fashion-mnist", constraints=rc.Constraints(max_time_s=120.0), top=3)
     assert "robust recipe" not in rec.ranking and rec.choices[0].source == "default"
+
+
+def test_an_unsure_target_on_a_new_dataset_gets_the_robust_recipes_longest_run_stopping_at_it(
+        with_matrix: tuple[Path, Path]) -> None:
+    """A target no candidate is likely to reach on a dataset the table never measured: reaching it
+    at all is what counts, so the robust recipe comes first (a random draw's predicted speed does
+    not displace it), at the longest of its runs offered, and the run stops at the target."""
+    free = _rec(with_matrix, "fashion-mnist", top=300)
+    best = max(free.choices, key=lambda c: c.accuracy.mid)
+    target = round(best.accuracy.mid + 0.5 * (best.accuracy.hi - best.accuracy.mid), 4)  # above every median
+    rec = _rec(with_matrix, "fashion-mnist", constraints=rc.Constraints(min_accuracy=target), prefer="fast", top=300)
+    first = rec.choices[0]
+    assert first.transfer is not None and "robust recipe" in rec.ranking
+    same = [c for c in rec.choices if c.transfer is not None and c.model == first.model
+            and {**c.config, "epochs": 0} == {**first.config, "epochs": 0}]
+    assert first.config["epochs"] == max(c.config["epochs"] for c in same) and len(same) > 1
+    assert first.config["stop_at_accuracy"] == target
+
+
+def test_with_no_confident_candidate_a_random_draw_needs_the_same_margin_over_a_trusted_one() -> None:
+    import numpy as np
+
+    from advisor._recommend._constraints import CONFIDENCE
+    from advisor._recommend._rules import EXPLORATORY_CONFIDENCE, UNSURE_FLOOR, unsure_eligible
+
+    margin = EXPLORATORY_CONFIDENCE - CONFIDENCE
+    p = np.array([UNSURE_FLOOR - 0.02, UNSURE_FLOOR + 0.02, UNSURE_FLOOR + 0.02, UNSURE_FLOOR + margin + 0.02])
+    trusted = np.array([True, True, False, False])
+    assert unsure_eligible(p, trusted).tolist() == [False, True, False, True]

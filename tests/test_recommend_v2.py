@@ -131,6 +131,15 @@ def test_target_accuracy_ranks_fastest_and_states_probabilities(shipped: tuple[P
         assert c["accuracy"]["basis"] == c["time_s"]["basis"] == c["basis"]
 
 
+def test_an_accuracy_target_stops_every_run_at_it_and_a_time_bound_does_not(shipped: tuple[Path, Path]) -> None:
+    rec = _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=0.9), prefer="fast", top=3)
+    assert rec.choices and all(c.config["stop_at_accuracy"] == 0.9 for c in [*rec.choices, rec.baseline] if c)
+    assert all("--stop-at-accuracy 0.9" in rec.command(c) for c in rec.choices)
+    assert any("--stop-at-accuracy" in w for w in rec.warnings) and not rec.table_mismatch
+    bound = _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=60.0), top=3)
+    assert all(not c.config.get("stop_at_accuracy") for c in bound.choices)
+
+
 def test_impossible_target_accuracy_is_one_line_naming_the_highest_predicted(shipped: tuple[Path, Path]) -> None:
     with pytest.raises(ConstraintError, match=r"the best predicted accuracy is 0\.\d+"):
         _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=0.99999))

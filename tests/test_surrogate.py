@@ -714,6 +714,22 @@ def test_a_run_under_a_time_budget_teaches_the_epochs_it_ran() -> None:
     assert all(expanded["schedule_epochs"][k] == 8 for k in budgeted)  # its schedule spanned the 8 epochs it ran
 
 
+def test_a_run_stopped_at_its_target_teaches_the_epochs_it_ran_of_the_schedule_it_had() -> None:
+    from advisor.surrogate._curves import epochs_run, expand_curves
+
+    cols = {"trial_id": ["a", "b"], "status": ["ok", "ok"], "synthetic": [False] * 2,
+            "cfg_epochs": [30, 5], "epochs_completed": [6, 5], "cfg_stop_at_accuracy": [0.9, 0.0],
+            "train_time_s": [42.0, 30.0], "test_accuracy": [0.91, 0.8],
+            "accuracy_curve": [[0.5, 0.6, 0.7, 0.8, 0.85, 0.91], [0.8] * 5], "epoch_times": [[7.0] * 6, [6.0] * 5]}
+    assert epochs_run(cols) == [6, 5]
+    expanded = expand_curves(cols)
+    stopped = [k for k, tid in enumerate(expanded["trial_id"]) if tid == "a"]
+    assert sorted(expanded["cfg_epochs"][k] for k in stopped)[-1] == 6
+    # read at epoch 6 of a 30-epoch schedule, not as a 6-epoch result
+    assert all(expanded["schedule_epochs"][k] == 30 for k in stopped)
+    assert [expanded["schedule_epochs"][k] for k, tid in enumerate(expanded["trial_id"]) if tid == "b"][0] == 5
+
+
 def test_a_shared_level_error_cancels_in_the_calibrated_difference() -> None:
     from advisor.surrogate._calibration import pair_offset
 

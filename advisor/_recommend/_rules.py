@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from advisor._recommend._candidates import Candidate, family_key
-from advisor._recommend._constraints import Constraints
+from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
-           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "monotone_over_epochs", "p_better", "order",
+           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "monotone_over_epochs", "p_better", "order",
            "best_shots", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
@@ -95,6 +95,14 @@ def order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Const
     if prefer == "balanced":
         ordered = spread(ordered, t[idx], a[idx], m[idx], top)
     return [int(idx[j]) for j in ordered], f"the Pareto front ordered by preference '{prefer}'"
+
+
+def unsure_eligible(p: np.ndarray, trusted: np.ndarray) -> np.ndarray:
+    """Where no candidate meets the constraints with the usual confidence, those shown anyway: down
+    to :data:`UNSURE_FLOOR`, and a random draw, as at full confidence, with the margin of
+    :data:`EXPLORATORY_CONFIDENCE` over a trusted candidate (the likeliest of thousands of draws is
+    the likeliest to be over-predicted)."""
+    return np.asarray(p >= np.where(trusted, UNSURE_FLOOR, UNSURE_FLOOR + EXPLORATORY_CONFIDENCE - CONFIDENCE))
 
 
 def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],

@@ -130,6 +130,8 @@ def measure_command(
 
     length = (f"up to {config.epochs} epochs in {config.time_budget_s:g} s of training" if config.time_budget_s
               else f"{config.epochs} epochs")
+    if config.stop_at_accuracy:
+        length += f", stopping at test accuracy {config.stop_at_accuracy:g}"
     err.print(f"measuring {framework} {model_name} on {info.name} ({length}, "
               f"{config.threads} threads, {config.device})...", highlight=False)
     result = run_trial(workload, config, limits=limits, workdir=workdir, on_epoch=progress)

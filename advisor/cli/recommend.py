@@ -78,7 +78,7 @@ def _time_band(p: Any) -> str:
 _SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "nesterov", "weight_decay", "schedule",
           "warmup_fraction", "label_smoothing", "augment_translate", "augment_flip", "bfloat16", "channels_last",
           "compile", "threads", "onednn", "xla", "execution_mode", "graph_optimization", "mixed_precision",
-          "cudnn_benchmark", "time_budget_s")
+          "cudnn_benchmark", "time_budget_s", "stop_at_accuracy")
 
 
 def _params(config: dict[str, Any]) -> str:
@@ -87,7 +87,7 @@ def _params(config: dict[str, Any]) -> str:
         value = config.get(key)
         if value is None or (key in ("momentum", "nesterov") and config.get("optimizer") != "momentum"):
             continue
-        if value is False or (key in ("warmup_fraction", "label_smoothing", "augment_translate", "time_budget_s") and not value):
+        if value is False or (key in ("warmup_fraction", "label_smoothing", "augment_translate", "time_budget_s", "stop_at_accuracy") and not value):
             continue
         if key in ("mixed_precision", "cudnn_benchmark") and config.get("device") == "cpu":
             continue

@@ -222,7 +222,8 @@ def run_protocol(
     outside the timed region. Test accuracy is measured after every epoch and its time is kept
     apart from the training time. Inference throughput is measured once at the end. With
     ``time_budget_s`` the run stops before an epoch that is not projected to fit in it (the first
-    epoch always runs), and the schedule is planned again after each epoch.
+    epoch always runs), and the schedule is planned again after each epoch. With
+    ``stop_at_accuracy`` the run stops after the first epoch whose test accuracy reaches it.
 
     Raises:
         TrialDiverged: When the loss is not finite or exceeds ``DIVERGENCE_FACTOR * ln(classes)``.
@@ -232,6 +233,7 @@ def run_protocol(
     steps_per_epoch = math.ceil(len(x_train) / config.batch_size)
     trainer.plan(steps_per_epoch)
     budget = float(config.time_budget_s or 0.0)
+    stop_at = float(config.stop_at_accuracy or 0.0)
     planned = config.epochs
     epoch_times: list[float] = []
     rng = np.random.default_rng(config.seed)
@@ -276,6 +278,8 @@ def run_protocol(
         })
         if diverged:
             raise TrialDiverged(f"loss {loss!r} after epoch {epoch} (limit {limit:.3g})")
+        if stop_at > 0 and acc >= stop_at:
+            break  # the target is reached: the time to accuracy is the training time so far
     n = len(x_test)
     t2 = time.perf_counter()
     trainer.predict(x_test)

@@ -37,11 +37,21 @@ _WEIGHT = "curve_weight"
 def epochs_run(columns: Mapping[str, Sequence[Any]]) -> list[Any]:
     """Each row's ``cfg_epochs`` as its schedule spanned it: a run under a time budget
     (``cfg_time_budget_s`` > 0) re-planned its schedule to the epochs it completed, and a pruned
-    trial counts with the epochs it completed, so its time matches its features."""
+    trial and one stopped at its target accuracy (``cfg_stop_at_accuracy``) count with the epochs
+    they completed, so their time matches their features."""
     n = len(columns["cfg_epochs"])
     budgets = columns.get("cfg_time_budget_s") or [0.0] * n
-    return [(done if done and (st == "pruned" or (b or 0) > 0) else ep) for st, done, ep, b in zip(
-        columns["status"], columns["epochs_completed"], columns["cfg_epochs"], budgets)]
+    stops = columns.get("cfg_stop_at_accuracy") or [0.0] * n
+    return [(done if done and (st == "pruned" or (b or 0) > 0 or (s or 0) > 0) else ep) for st, done, ep, b, s in zip(
+        columns["status"], columns["epochs_completed"], columns["cfg_epochs"], budgets, stops)]
+
+
+def schedule_spans(columns: Mapping[str, Sequence[Any]]) -> list[Any]:
+    """The epochs each row's schedule was laid over: the completed ones (:func:`epochs_run`), except
+    for a run stopped at its target accuracy, whose schedule still spanned ``cfg_epochs``."""
+    n = len(columns["cfg_epochs"])
+    stops = columns.get("cfg_stop_at_accuracy") or [0.0] * n
+    return [ep if (s or 0) > 0 else run for run, ep, s in zip(epochs_run(columns), columns["cfg_epochs"], stops)]
 
 
 def curve_epochs(epochs: int, *, max_readings: int = MAX_READINGS) -> list[int]:
@@ -72,7 +82,7 @@ def expand_curves(columns: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
         return out
     epochs_col = epochs_run(columns)
     out["cfg_epochs"] = list(epochs_col)
-    out["schedule_epochs"] = list(epochs_col)
+    out["schedule_epochs"] = schedule_spans(columns)
     out[_FINAL] = [True] * n
     out[_WEIGHT] = [1.0] * n
     names = list(out)
