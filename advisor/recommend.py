@@ -425,28 +425,14 @@ def recommend(
     )
 
 
-
-
 #: The same training run on a CPU: what the accuracy model of CPU trials is asked about a GPU run.
 CPU_VIEW = {"device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
-
-
-
-
-
-
-
-
-
-
 
 
 #: Measured trials of the requested GPU the table must hold before the surrogate's trees, rather
 #: than the device model (whose constants those trials fit), answer for its time and memory: a
 #: few dozen small-workload runs teach the trees less than the physics does.
 MIN_GPU_TRIALS = 200
-
-
 
 
 def warm_start_params(framework: str, dataset: str, model: str | None, target: str, n: int, *,
