@@ -138,6 +138,8 @@ def test_an_accuracy_target_stops_every_run_at_it_and_a_time_bound_does_not(ship
     assert any("--stop-at-accuracy" in w for w in rec.warnings) and not rec.table_mismatch
     bound = _rec(shipped, "mnist", constraints=rc.Constraints(max_time_s=60.0), top=3)
     assert all(not c.config.get("stop_at_accuracy") for c in bound.choices)
+    more = _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=0.9), prefer="accurate", top=3)
+    assert more.choices and all(not c.config.get("stop_at_accuracy") for c in more.choices)  # asks for more
 
 
 def test_impossible_target_accuracy_is_one_line_naming_the_highest_predicted(shipped: tuple[Path, Path]) -> None:
