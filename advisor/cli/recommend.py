@@ -75,19 +75,20 @@ def _time_band(p: Any) -> str:
     return f"{seconds_text(p.mid)} [{seconds_text(p.lo)}-{seconds_text(p.hi)}]"
 
 
-_SHOWN = ("batch_size", "learning_rate", "epochs", "optimizer", "momentum", "nesterov", "weight_decay", "schedule",
-          "warmup_fraction", "label_smoothing", "augment_translate", "augment_flip", "bfloat16", "channels_last",
-          "compile", "threads", "onednn", "xla", "execution_mode", "graph_optimization", "mixed_precision",
-          "cudnn_benchmark", "time_budget_s", "stop_at_accuracy")
+#: The knobs a choice's line shows: every knob but the run's identity (framework, device, seed) and
+#: the inter-op pool (the threads knob says what was granted); a numeric knob at zero is off and not shown.
+_NOT_SHOWN = ("framework", "device", "seed", "inter_op_threads")
 
 
 def _params(config: dict[str, Any]) -> str:
+    from advisor.knobs import KNOBS
+
     parts = []
-    for key in _SHOWN:
-        value = config.get(key)
-        if value is None or (key in ("momentum", "nesterov") and config.get("optimizer") != "momentum"):
+    for knob in KNOBS:
+        key, value = knob.name, config.get(knob.name)
+        if key in _NOT_SHOWN or value is None or (key in ("momentum", "nesterov") and config.get("optimizer") != "momentum"):
             continue
-        if value is False or (key in ("warmup_fraction", "label_smoothing", "augment_translate", "time_budget_s", "stop_at_accuracy") and not value):
+        if value is False or (knob.type in ("int", "float") and knob.default == 0 and not value):
             continue
         if key in ("mixed_precision", "cudnn_benchmark") and config.get("device") == "cpu":
             continue
