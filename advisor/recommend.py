@@ -182,10 +182,17 @@ def recommend(
             kb["device_kind"], kb["status"], kb["gpu_model"])) >= MIN_GPU_TRIALS:
         device = None  # enough measured trials of this GPU: the surrogate knows it (the device model is a feature)
 
-    from advisor.datasets import refused_knobs
+    from advisor.datasets import get_info, refused_knobs
     from advisor.hardware import cpu_bf16_support
 
     exclude = unseen_knobs(surrogate.schema) | refused_knobs(workload.dataset)
+    if "augment_flip" not in exclude and not workload.synthetic and get_info(workload.dataset).flip_preserves_label is None:
+        # The user's own data: a mirror image may change its class (digits, letters), so an answer
+        # that cannot be measured first does not assume it keeps it; the user can add the flip.
+        exclude |= {"augment_flip"}
+        notes.append(f"augment_flip is not offered on {workload.dataset}: whether a mirrored image keeps its class is "
+                     f"not known. Add --augment-flip to a choice's command where it does (photos of objects, "
+                     f"clothes), never for digits or letters.")
     if target.device_kind == "cpu" and cpu_bf16_support() is None:
         exclude |= {"bfloat16"}
     models = [workload.model] if model is not None else candidate_models(kb, workload)

@@ -364,3 +364,18 @@ def test_trusted_recipes_are_always_best_shots_beside_random_draws_that_reach_by
     assert shots.tolist() == [True, True, False]
     a_none = [a[0], a[1], np.array([0.70, 0.72, 0.60])]  # no band reaches the target: still a refusal
     assert best_shots(c, True, t, a_none, m, ceiling=0.9999, always=np.array([True, False, False])) is None
+
+
+def test_on_the_users_own_data_a_flip_is_not_assumed_to_keep_the_class(shipped: tuple[Path, Path],
+                                                                       tmp_path: Path) -> None:
+    """A .npz of one's own says nothing of its symmetry (letters change class when mirrored): no
+    choice flips, and a warning says how to add it; a dataset known to be mirror-safe still gets flips."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.npz"
+    np.savez(path, x_train=rng.integers(0, 255, (600, 28, 28, 1), dtype=np.uint8), y_train=rng.integers(0, 10, 600),
+             x_test=rng.integers(0, 255, (200, 28, 28, 1), dtype=np.uint8), y_test=rng.integers(0, 10, 200))
+    rec = _rec(shipped, str(path), top=200, prefer="accurate")
+    assert rec.choices and not any(c.config.get("augment_flip") for c in rec.choices)
+    assert any("augment_flip is not offered" in w and "--augment-flip" in w for w in rec.warnings)
+    known = _rec(shipped, "fashion-mnist", top=200, prefer="accurate")
+    assert any(c.config.get("augment_flip") for c in known.choices)
