@@ -281,6 +281,22 @@ def test_verify_runs_the_top_choice_and_remembers_it(shipped: tuple[Path, Path],
     assert kb.read(tmp_path / "mine.csv.gz")["trial_id"] == [r.trial_id for r in results]
 
 
+def test_verify_does_not_score_a_run_stopped_at_its_target_against_the_whole_schedules_band(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    import dataclasses
+
+    rec = _rec(shipped, "digits", frameworks=["sklearn"], top=1, cores=1, prefer="fast")
+    first = rec.choices[0]
+    long_run = dataclasses.replace(first, config={**first.config, "epochs": 20, "stop_at_accuracy": 0.3})
+    results, _ = rc.verify(dataclasses.replace(rec, choices=(long_run,), baseline=None), 1,
+                           workdir=tmp_path / "trials", knowledge_path=tmp_path / "mine.csv.gz")
+    v = results[0]
+    assert v.status == "ok" and v.measured["test_accuracy"] >= 0.3
+    assert v.within_band["train_time_s"] is None and v.within_band["test_accuracy"] is None
+    assert v.note is not None and "stopped there" in v.note and "of 20" in v.note
+
+
 # ------------------------------------------------------------------------------ import hygiene
 
 

@@ -199,7 +199,7 @@ def _print_verification(results: list[Any], stats: Any) -> None:
             value = m.get(key)
             if value is None:
                 return "-"
-            flag = "" if v.within_band.get(key) else " (outside band)"
+            flag = " (outside band)" if v.within_band.get(key) is False else ""
             return (seconds_text(value) if key == "train_time_s" else format(value, fmt)) + flag
 
         table.add_row(str(v.rank) if v.rank else "dflt", v.framework, v.status + (f": {v.note}" if v.note else ""),
