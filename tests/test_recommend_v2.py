@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -200,6 +201,26 @@ def test_closed_loop_measures_halves_and_resumes(shipped: tuple[Path, Path], tmp
     assert any("best so far" in line for line in epochs)
     again = closed_loop(rec, 90.0, knowledge_path=path, workdir=tmp_path / "trials")
     assert again.resumed == len(loop.runs) and len(kb.read(path)) == len(loop.runs)  # nothing run twice
+
+
+def test_a_rung_on_a_target_ranks_the_soonest_there_first_and_a_time_bound_the_most_accurate(
+        shipped: tuple[Path, Path]) -> None:
+    """Runs of a --target-accuracy question stop just past the target, so among those reaching it
+    the soonest there wins, not the one that happened to stop a little higher; without a stop, the
+    most accurate of those meeting the constraints wins."""
+    from advisor._recommend._budget import LoopRun, rank_runs
+
+    rec = _rec(shipped, "digits", top=2, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
+    choice = rec.choices[0]
+
+    def run(label: str, seconds: float, acc: float, stop: float = 0.5) -> tuple[Any, LoopRun]:
+        return choice, LoopRun(label, 0, 5, {"stop_at_accuracy": stop}, "lenet5", "ok", seconds, acc, seconds + 1,
+                               None, seconds, acc)
+
+    runs = [run("slow-high", 9.0, 0.95), run("fast-low", 3.0, 0.51), run("missed", 1.0, 0.40)]
+    assert [r.label for _, r in rank_runs(runs, rec)] == ["fast-low", "slow-high", "missed"]
+    plain = [run("slow-high", 9.0, 0.95, 0.0), run("fast-low", 3.0, 0.51, 0.0), run("missed", 1.0, 0.40, 0.0)]
+    assert [r.label for _, r in rank_runs(plain, rec)] == ["slow-high", "fast-low", "missed"]
 
 
 def test_models_force_the_knobs_their_framework_needs() -> None:

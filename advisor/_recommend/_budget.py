@@ -32,7 +32,7 @@ from advisor._recommend._result import Choice, Recommendation
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
-__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "MIN_CANDIDATES"]
+__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "rank_runs", "MIN_CANDIDATES"]
 
 #: Choices taken into the loop besides the obvious default.
 MIN_CANDIDATES = 4
@@ -97,6 +97,17 @@ def _meets(run: LoopRun, rec: Recommendation) -> bool:
         return False
     return ((c.max_time_s is None or run.train_time_s <= c.max_time_s)
             and (c.min_accuracy is None or run.test_accuracy >= c.min_accuracy))
+
+
+def rank_runs(runs: list[tuple[Choice, LoopRun]], rec: Recommendation) -> list[tuple[Choice, LoopRun]]:
+    """One rung's runs, best first: those meeting the constraints, then the rest; each group the most
+    accurate first (then the fastest). Runs that stop at a target accuracy (``--target-accuracy``)
+    all end just past it, so among those reaching it the soonest there is best."""
+    ranked = sorted(runs, key=lambda cr: (-(cr[1].test_accuracy or -1.0), cr[1].train_time_s or math.inf))
+    meeting = [cr for cr in ranked if _meets(cr[1], rec)]
+    if any(run.config.get("stop_at_accuracy") for _, run in runs):
+        meeting.sort(key=lambda cr: cr[1].train_time_s or math.inf)
+    return meeting + [cr for cr in ranked if not _meets(cr[1], rec)]
 
 
 def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
@@ -229,9 +240,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             runs.append((c, r))
         if not runs:
             break
-        ranked = sorted(runs, key=lambda cr: (-(cr[1].test_accuracy or -1.0), cr[1].train_time_s or math.inf))
-        meeting = [cr for cr in ranked if _meets(cr[1], rec)]
-        best = (meeting or ranked)[0][1]
+        ranked = rank_runs(runs, rec)
+        best = ranked[0][1]
         result.winner = best if best.status == "ok" else result.winner
         finished = any(r.epochs >= int(c.config["epochs"]) for c, r in ranked[:1])
         if len(ranked) == 1 or finished:
