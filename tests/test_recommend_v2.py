@@ -400,3 +400,42 @@ def test_on_the_users_own_data_a_flip_is_not_assumed_to_keep_the_class(shipped: 
     assert any("augment_flip is not offered" in w and "--augment-flip" in w for w in rec.warnings)
     known = _rec(shipped, "fashion-mnist", top=200, prefer="accurate")
     assert any(c.config.get("augment_flip") for c in known.choices)
+
+
+def test_a_measured_run_counts_with_its_time_to_the_target_on_a_target_question() -> None:
+    """A --target-accuracy run stops at the target, so the measured evidence for it is each run's
+    time to the target, read from its curve, not its whole run; a run that never got there keeps
+    its whole run."""
+    from advisor._recommend._baseline import measured_configs, time_to_accuracy
+    from _knowledge_rows import rows
+
+    base = rows(1, seed=3)[0]
+    runs = []
+    for seed, curve in ((0, [0.5, 0.85, 0.92, 0.95]), (1, [0.6, 0.91, 0.93, 0.96]), (2, [0.5, 0.6, 0.7, 0.8])):
+        runs.append({**base, "cfg_seed": seed, "trial_id": f"t{seed}", "status": "ok", "accuracy_curve": curve,
+                     "epoch_times": [2.0] * 4, "train_time_s": 8.0, "test_accuracy": curve[-1], "cfg_epochs": 4,
+                     "epochs_completed": 4})
+    table = kb.Table.from_rows(runs)
+    whole = measured_configs(table, [0, 1, 2], models={base["model"]})
+    assert len(whole) == 1 and whole[0].time_s[1] == 8.0 and whole[0].accuracy[1] == pytest.approx(0.95)
+    got = measured_configs(table, [0, 1, 2], models={base["model"]}, stop_at=0.9)[0]
+    assert got.time_s[1] == pytest.approx(6.0)  # 6 s (epoch 3), 4 s (epoch 2) and 8 s (never reached)
+    assert got.accuracy[1] == pytest.approx(0.91) and got.repeats == 3
+    assert time_to_accuracy([0.5, 0.6], [1.0, 1.0], 2.0, 0.9) is None
+    assert time_to_accuracy([0.5, 0.95], [1.0, 3.0], 8.0, 0.9) == (8.0, 0.95)
+
+
+def test_a_measured_accuracy_is_as_firm_as_its_test_set_and_seeds_make_it() -> None:
+    """A new run of a measured configuration lands within the binomial noise of the test set (seed
+    noise is about that large), twice over for a single seed: 99.07% measured once on 10,000 test
+    images is about 70% likely to reach 99% again, where a flat 0.5-point band said 57%."""
+    from advisor._recommend._baseline import accuracy_noise
+    from advisor._recommend._constraints import probability
+
+    assert accuracy_noise(0.99, 10_000, 1) < 0.002 < 0.005 < accuracy_noise(0.97, 360, 1)
+    assert accuracy_noise(0.99, 10_000, 3) < accuracy_noise(0.99, 10_000, 1)
+    h = accuracy_noise(0.9907, 10_000, 1)
+    band = (np.array([0.9907 - h]), np.array([0.9907]), np.array([0.9907 + h]))
+    t = (np.array([1.0]), np.array([1.0]), np.array([1.0]))
+    p = float(probability(rc.Constraints(min_accuracy=0.99), t, band, t)[0])
+    assert 0.65 < p < 0.8

@@ -25,16 +25,21 @@ from advisor._recommend._workload import Target, WorkloadInfo
 from advisor.records import Config
 
 __all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows",
+           "time_to_accuracy", "accuracy_noise",
            "accuracy_ceiling", "CEILING_MIN_TRIALS", "measured_elsewhere"]
 
 #: What a user would run without advice (besides the framework and the model).
 OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
 #: Run lengths the trusted recipes are offered at.
 EPOCH_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 60)
-#: A measured figure's band when a configuration ran once: repeat noise on this machine is about
-#: this large (accuracy, absolute) and this factor (time and memory).
+#: Two measured accuracies closer than this are a tie (the portfolio's record against the default),
+#: and a prediction may exceed the best measured accuracy by this much (the ceiling).
 MEASURED_ACCURACY_NOISE = 0.005
+#: A measured time or memory's band when a configuration ran once: repeat noise on this machine is
+#: about this factor.
 MEASURED_TIME_FACTOR = 1.12
+#: z of the 90% quantile: a band's edges are its 10% and 90% quantiles.
+_Z90 = 1.2816
 #: Completed trials of a dataset (at the size asked) the table must hold before their best accuracy
 #: bounds the predictions for it (:func:`accuracy_ceiling`).
 CEILING_MIN_TRIALS = 20
@@ -89,8 +94,40 @@ def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: T
     return [i for i, s in zip(rows, sizes) if s == want]
 
 
-def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str]) -> list[Measured]:
-    """The measured configurations among ``rows`` (seed aside), with medians over their repeats."""
+def time_to_accuracy(curve: Any, times: Any, total: Any, target: float) -> tuple[float, float] | None:
+    """``(training seconds, accuracy)`` at the first epoch whose test accuracy reached ``target``, read
+    from a run's per-epoch curve (its epoch times scaled to its training time); None when the curve
+    never reached it or is not there."""
+    if not isinstance(curve, (list, tuple)) or not isinstance(times, (list, tuple)) or len(curve) != len(times) \
+            or not curve or total is None or not sum(times) > 0:
+        return None
+    cumulative = np.cumsum(np.asarray(times, dtype=float))
+    for k, acc in enumerate(curve):
+        if acc is not None and acc >= target:
+            return float(total) * float(cumulative[k] / cumulative[-1]), float(acc)
+    return None
+
+
+def accuracy_noise(accuracy: float, test_samples: int, seeds: int) -> float:
+    """Half-width of the 10-90% band of the accuracy a new run (another seed) of a configuration
+    will measure, given the median of its runs with ``seeds`` distinct seeds.
+
+    Seed-to-seed variation of a trained network's test accuracy is close to the binomial noise of
+    its test set, ``sqrt(p (1 - p) / n)``; the new run adds its own to that of the median. So 99%
+    measured on MNIST's 10,000 test images is a firmer figure than 97% on digits' 360.
+    """
+    n = max(1, int(test_samples))
+    p = min(max(float(accuracy), 1.0 / n), 1.0 - 1.0 / n)
+    return _Z90 * float(np.sqrt(p * (1.0 - p) / n)) * float(np.sqrt(1.0 + 1.0 / max(1, seeds)))
+
+
+def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str],
+                     stop_at: float | None = None) -> list[Measured]:
+    """The measured configurations among ``rows`` (seed aside), with medians over their repeats.
+
+    With ``stop_at`` (a ``--target-accuracy`` question, whose runs stop at it) each run counts as it
+    would have run: its time and accuracy at the first epoch reaching the target, read from its
+    curve, where it reached it."""
     cols = table.columns
     groups: dict[str, list[int]] = {}
     configs: dict[str, Config] = {}
@@ -106,8 +143,16 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
         configs[key] = cfg
     out = []
     for key, idx in groups.items():
+        stopped = {i: time_to_accuracy(cols["accuracy_curve"][i], cols["epoch_times"][i], cols["train_time_s"][i],
+                                       stop_at) for i in idx} if stop_at else {}
+
+        def value(name: str, i: int) -> float:
+            at = {"train_time_s": 0, "test_accuracy": 1}.get(name)
+            got = stopped.get(i)
+            return float(got[at]) if got is not None and at is not None else float(cols[name][i])
+
         def stats(name: str) -> tuple[float, float, float] | None:
-            values = [float(cols[name][i]) for i in idx if cols[name][i] is not None]
+            values = [value(name, i) for i in idx if cols[name][i] is not None]
             if not values:
                 return None
             return float(np.min(values)), float(np.median(values)), float(np.max(values))
@@ -115,10 +160,11 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
         t, a, m = stats("train_time_s"), stats("test_accuracy"), stats("peak_memory_mb")
         if t is None or a is None or m is None:
             continue
+        noise = accuracy_noise(a[1], int(np.median([cols["test_samples"][i] or 1 for i in idx])),
+                               len({cols["cfg_seed"][i] for i in idx}))
         out.append(Measured(configs[key], cols["model"][idx[0]], len(idx),
                             (min(t[0], t[1] / MEASURED_TIME_FACTOR), t[1], max(t[2], t[1] * MEASURED_TIME_FACTOR)),
-                            (max(0.0, min(a[0], a[1] - MEASURED_ACCURACY_NOISE)), a[1],
-                             min(1.0, max(a[2], a[1] + MEASURED_ACCURACY_NOISE))),
+                            (max(0.0, min(a[0], a[1] - noise)), a[1], min(1.0, max(a[2], a[1] + noise))),
                             (min(m[0], m[1] / MEASURED_TIME_FACTOR), m[1], max(m[2], m[1] * MEASURED_TIME_FACTOR)),
                             tuple(str(cols["trial_id"][i]) for i in idx)))
     return out
