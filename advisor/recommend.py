@@ -55,6 +55,7 @@ from advisor._recommend._rules import impossible as _impossible
 from advisor._recommend._rules import monotone_over_epochs as _monotone_over_epochs
 from advisor._recommend._rules import order as _order
 from advisor._recommend._rules import p_better as _p_better
+from advisor._recommend._rules import robust_first as _robust_first
 from advisor._recommend._rules import unsure_eligible as _unsure_eligible
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
 from advisor._recommend._verify import Verification, verify
@@ -363,8 +364,7 @@ def recommend(
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
     reach = constraints.min_accuracy is not None and constraints.max_time_s is None and (unsure or best_shot)
     # the surest record first, then the one that won most; the ranking's order among equals
-    robust.sort(key=lambda i: (-(beats[i] or 0.0), -int((cands[i].transfer or {}).get("wins") or 0),
-                               -cands[i].config.epochs if reach else 0))
+    robust = _robust_first(robust, cands, beats, longest=reach)
     reference = robust[:1] or baseline_idx[:1]
     if reference and order and cands[order[0]].source != "measured" and order[0] != reference[0] \
             and not (cands[order[0]].source == "default" and not robust) and prefer != "lean":

@@ -222,3 +222,21 @@ def test_with_no_confident_candidate_a_random_draw_needs_the_same_margin_over_a_
     p = np.array([UNSURE_FLOOR - 0.02, UNSURE_FLOOR + 0.02, UNSURE_FLOOR + 0.02, UNSURE_FLOOR + margin + 0.02])
     trusted = np.array([True, True, False, False])
     assert unsure_eligible(p, trusted).tolist() == [False, True, False, True]
+
+
+def test_where_reaching_a_target_is_in_doubt_the_robust_recipes_longest_run_goes_first() -> None:
+    from advisor._recommend._baseline import obvious_default
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._rules import robust_first
+    from advisor._recommend._workload import Target
+
+    target = Target("cpu", 1)
+    record = {"wins": 3, "ties": 0, "losses": 0}
+    recipe = {"optimizer": "momentum", "momentum": 0.9}
+    cands = [Candidate(dataclasses.replace(obvious_default("torch", target, e), **recipe), "portfolio", None,
+                       model="bn_cnn_w8", transfer=record) for e in (5, 30, 10)]
+    beats = {0: 0.8, 1: 0.8, 2: 0.8}
+    assert robust_first([0, 1, 2], cands, beats, longest=False) == [0, 1, 2]  # the ranking's order kept
+    assert robust_first([0, 1, 2], cands, beats, longest=True) == [1, 2, 0]
+    surer = {**beats, 0: 0.9}
+    assert robust_first([0, 1, 2], cands, surer, longest=True)[0] == 0  # the record first, then the length

@@ -12,7 +12,7 @@ from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
-           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "monotone_over_epochs", "p_better", "order",
+           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_first", "monotone_over_epochs", "p_better", "order",
            "best_shots", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
@@ -103,6 +103,18 @@ def unsure_eligible(p: np.ndarray, trusted: np.ndarray) -> np.ndarray:
     :data:`EXPLORATORY_CONFIDENCE` over a trusted candidate (the likeliest of thousands of draws is
     the likeliest to be over-predicted)."""
     return np.asarray(p >= np.where(trusted, UNSURE_FLOOR, UNSURE_FLOOR + EXPLORATORY_CONFIDENCE - CONFIDENCE))
+
+
+def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float | None], *,
+                 longest: bool) -> list[int]:
+    """Robust candidates in the order they replace the default: the surest record first, then the
+    one that won most, then (``longest``: where reaching an accuracy target at all is in doubt) the
+    longest run of the recipe; otherwise the ranking's order among equals."""
+    def key(i: int) -> tuple[float, int, int]:
+        wins = int((cands[i].transfer or {}).get("wins") or 0)
+        return -(beats.get(i) or 0.0), -wins, -cands[i].config.epochs if longest else 0
+
+    return sorted(idx, key=key)
 
 
 def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
