@@ -183,11 +183,11 @@ def recommend(
             kb["device_kind"], kb["status"], kb["gpu_model"])) >= MIN_GPU_TRIALS:
         device = None  # enough measured trials of this GPU: the surrogate knows it (the device model is a feature)
 
-    from advisor.datasets import get_info, refused_knobs
+    from advisor.datasets import refused_knobs
     from advisor.hardware import cpu_bf16_support
 
     exclude = unseen_knobs(surrogate.schema) | refused_knobs(workload.dataset)
-    if "augment_flip" not in exclude and not workload.synthetic and get_info(workload.dataset).flip_preserves_label is None:
+    if "augment_flip" not in exclude and not workload.synthetic and workload.flip_preserves_label is None:
         # The user's own data: a mirror image may change its class (digits, letters), so an answer
         # that cannot be measured first does not assume it keeps it; the user can add the flip.
         exclude |= {"augment_flip"}

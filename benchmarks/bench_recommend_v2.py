@@ -176,6 +176,14 @@ def run(args: argparse.Namespace) -> None:
                           f"acc={result.test_accuracy} time={result.train_time_s}", flush=True)
 
 
+def _time_to(run: dict[str, Any], target: float) -> float | None:
+    """A verified run's training time until its curve first reached ``target`` (None: never)."""
+    from advisor._recommend._baseline import time_to_accuracy
+
+    got = time_to_accuracy(run.get("accuracy_curve"), run.get("epoch_times"), run.get("train_time_s"), target)
+    return None if got is None else got[0]
+
+
 def _recipe_of(config: dict[str, Any] | None) -> str | None:
     """A run's configuration without its seed and threads (what the benchmark sets per run), nor its
     stop at a target accuracy: that only cuts the curve after the target, from which time to it is read."""
@@ -220,23 +228,12 @@ def _seed_default(dataset: str, pick: list[dict[str, Any]]) -> dict[str, Any]:
     if best is None:
         return none
     acc, time_s, label = best
-    reach = [_time_to(r["accuracy_curve"], r["epoch_times"], r["train_time_s"], acc) for r in pick]
+    reach = [_time_to(r, acc) for r in pick]
     got = median(t for t in reach if t is not None) if all(t is not None for t in reach) else None
     ok = got is not None and got <= time_s / 3
     text = (f"{label}: {acc:.4f} in {time_s:.1f} s; pick reaches it in "
             + (f"{got:.1f} s ({got / time_s:.2f}x)" if got is not None else "never") + (" yes" if ok else " NO"))
     return {"ok": ok, "text": text}
-
-
-def _time_to(curve: list[float], times: list[float], total: float, target: float) -> float | None:
-    """Training time until the curve first reaches ``target`` (epoch times scaled to the total)."""
-    if not curve or not times:
-        return None
-    share = np.cumsum(times) / np.sum(times)
-    for a, s in zip(curve, share):
-        if a >= target:
-            return float(total * s)
-    return None
 
 
 def _length(run: dict[str, Any]) -> str:
@@ -279,8 +276,8 @@ def render(_: argparse.Namespace) -> None:
         else:
             met = pa >= c["min_accuracy"]
             target = c["min_accuracy"]
-            times_p = [_time_to(r["accuracy_curve"], r["epoch_times"], r["train_time_s"], target) for r in pick]
-            times_b = [_time_to(r["accuracy_curve"], r["epoch_times"], r["train_time_s"], target) for r in base]
+            times_p = [_time_to(r, target) for r in pick]
+            times_b = [_time_to(r, target) for r in base]
             tp = median(t for t in times_p if t is not None) if any(t is not None for t in times_p) else float("inf")
             tb = median(t for t in times_b if t is not None) if any(t is not None for t in times_b) else float("inf")
             beats = tp <= tb * 1.05 if base else None

@@ -412,3 +412,21 @@ def test_gpu_answers_cite_gpu_trials_by_model_and_stay_within_the_roofline(
         lo, hi = _roofline_bounds(learnt, c)
         for v in (c.time_s.lo, c.time_s.mid, c.time_s.hi):
             assert lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)
+
+
+def test_verify_scores_a_run_that_stopped_short_of_its_target_for_another_reason(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """A run under a time budget that ended before reaching its target did not stop at it: it is
+    scored against its band as any run."""
+    pytest.importorskip("sklearn")
+    import dataclasses
+
+    rec = _rec(shipped, "digits", frameworks=["sklearn"], top=1, cores=1, prefer="fast")
+    first = rec.choices[0]
+    short = dataclasses.replace(first, config={**first.config, "epochs": 20, "stop_at_accuracy": 0.9999,
+                                               "time_budget_s": 1e-6})
+    results, _ = rc.verify(dataclasses.replace(rec, choices=(short,), baseline=None), 1,
+                           workdir=tmp_path / "trials", knowledge_path=tmp_path / "mine.csv.gz")
+    v = results[0]
+    assert v.status == "ok" and v.measured["test_accuracy"] < 0.9999
+    assert v.within_band["test_accuracy"] is not None and not (v.note or "").endswith("stopped there")

@@ -97,7 +97,8 @@ def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir:
         within = {k: (None if v is None else bool(predicted[k].lo <= v <= predicted[k].hi)) for k, v in measured.items()}
         note = result.error.splitlines()[0][:200] if result.error else None
         stop_at = float(choice.config.get("stop_at_accuracy") or 0.0)
-        if stop_at and result.status == "ok" and result.epochs_completed < int(choice.config["epochs"]):
+        if stop_at and result.status == "ok" and (result.test_accuracy or 0.0) >= stop_at \
+                and result.epochs_completed < int(choice.config["epochs"]):
             # the prediction is of the whole schedule: a run stopped at its target is not scored against it
             within.update(train_time_s=None, test_accuracy=None)
             note = f"reached {stop_at:g} at epoch {result.epochs_completed} of {choice.config['epochs']}, stopped there"

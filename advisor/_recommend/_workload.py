@@ -42,6 +42,8 @@ class WorkloadInfo:
     synthetic: bool
     train_samples_given: bool = False
     landmark: float | None = None
+    #: Whether a mirrored image keeps its class (None: not known, e.g. the user's own ``.npz``).
+    flip_preserves_label: bool | None = None
 
 
 def describe_workload(dataset: str, *, model: str | None = None, train_samples: int | None = None) -> WorkloadInfo:
@@ -72,6 +74,7 @@ def describe_workload(dataset: str, *, model: str | None = None, train_samples: 
         flops_per_sample=models.training_flops_per_sample(spec, shape, info.num_classes),
         params=models.param_count(spec, shape, info.num_classes), synthetic=info.synthetic,
         train_samples_given=train_samples is not None, landmark=landmark,
+        flip_preserves_label=info.flip_preserves_label,
     )
 
 
