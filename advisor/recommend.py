@@ -55,6 +55,7 @@ from advisor._recommend._rules import impossible as _impossible
 from advisor._recommend._rules import monotone_over_epochs as _monotone_over_epochs
 from advisor._recommend._rules import order as _order
 from advisor._recommend._rules import p_better as _p_better
+from advisor._recommend._rules import reachable as _reachable
 from advisor._recommend._rules import robust_first as _robust_first
 from advisor._recommend._rules import unsure_eligible as _unsure_eligible
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
@@ -308,16 +309,22 @@ def recommend(
                 raise ConstraintError(_impossible(constraints, t, a, p))
         except ConstraintError:
             level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)
+            reachable = _reachable(workload.landmark, surrogate)
             shots = _best_shots(constraints, level_unknown, t, a, m,
-                                ceiling=1.0 - 1.0 / max(1, workload.test_samples), always=trusted)
+                                ceiling=1.0 - 1.0 / max(1, workload.test_samples), always=trusted,
+                                reachable=reachable)
             if shots is None:
                 raise
             eligible, best_shot, unsure = shots, True, True
+            inside = bool((a[2][shots] >= (constraints.min_accuracy or 0.0)).any())
             notes.append(
                 f"The table does not hold this workload, so its accuracy level is extrapolated: no configuration "
                 f"is {UNSURE_FLOOR:.0%} likely to reach {constraints.min_accuracy:g} by the prediction, but "
-                f"{int(shots.sum())} may (the target lies within their bands). The choices are the best shots, "
-                f"the highest predicted accuracy first; measure them on your data (--budget or --verify) before relying on one.")
+                + (f"{int(shots.sum())} may (the target lies within their bands). " if inside else
+                   f"the prediction's level on data it has not seen is no proof either way (the target lies above "
+                   f"every band, below the {reachable:.4f} the model lets any configuration reach here). ")
+                + "The choices are the best shots, the highest predicted accuracy first; measure them on your data "
+                  "(--budget or --verify) before relying on one.")
     else:
         eligible = np.ones(len(cands), dtype=bool)
     eligible &= fits

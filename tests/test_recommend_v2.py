@@ -385,6 +385,25 @@ def test_trusted_recipes_are_always_best_shots_beside_random_draws_that_reach_by
     assert shots.tolist() == [True, True, False]
     a_none = [a[0], a[1], np.array([0.70, 0.72, 0.60])]  # no band reaches the target: still a refusal
     assert best_shots(c, True, t, a_none, m, ceiling=0.9999, always=np.array([True, False, False])) is None
+    # ... unless the target lies within what the model lets any configuration reach on this data:
+    # then the trusted recipes alone are the best shots (a model that never saw the data misjudges its level)
+    trusted = np.array([True, False, False])
+    shots = best_shots(c, True, t, a_none, m, ceiling=0.9999, always=trusted, reachable=0.80)
+    assert shots is not None and shots.tolist() == [True, False, False]
+    assert best_shots(c, True, t, a_none, m, ceiling=0.9999, always=trusted, reachable=0.73) is None
+    assert best_shots(c, True, t, a_none, m, ceiling=0.9999, reachable=0.80) is None  # nothing trusted
+    assert best_shots(c, False, t, a_none, m, ceiling=0.9999, always=trusted, reachable=0.80) is None  # level known
+
+
+def test_what_the_model_lets_any_configuration_reach_follows_the_landmark() -> None:
+    from types import SimpleNamespace
+
+    from advisor._recommend._rules import reachable
+
+    model = SimpleNamespace(headroom_cap=0.9, landmark_fallback=0.5)
+    assert reachable(0.2, model) == pytest.approx(0.2 + 0.9 * 0.8)
+    assert reachable(None, model) == pytest.approx(0.5 + 0.9 * 0.5)  # the training rows' median landmark
+    assert reachable(0.2, SimpleNamespace(headroom_cap=None, landmark_fallback=0.5)) is None
 
 
 def test_on_the_users_own_data_a_flip_is_not_assumed_to_keep_the_class(shipped: tuple[Path, Path],

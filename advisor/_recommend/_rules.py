@@ -4,6 +4,7 @@ does not hold, and the one-line refusal. :func:`advisor.recommend.recommend` app
 
 from __future__ import annotations
 
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_first", "monotone_over_epochs", "p_better", "order",
-           "best_shots", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
+           "best_shots", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
@@ -118,7 +119,8 @@ def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float 
 
 
 def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
-                m: list[np.ndarray], *, ceiling: float, always: np.ndarray | None = None) -> np.ndarray | None:
+                m: list[np.ndarray], *, ceiling: float, always: np.ndarray | None = None,
+                reachable: float | None = None) -> np.ndarray | None:
     """Candidates that may still meet an accuracy bound on data the table does not hold.
 
     There (``level_unknown``: a dataset, or kind of data, without measured trials), the accuracy
@@ -129,14 +131,22 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     trusted recipes: the obvious default and the portfolio) whatever their upper edge: a random
     draw's wide band reaches a target by its width, not by its merit, and a best shot among random
     draws alone trained CIFAR-10 to 39% for a 74% target, where the default's long run gets ~70%.
+    When no band reaches the bound, the trusted recipes are still best shots as long as it lies
+    within ``reachable``: the most the model lets any configuration reach on this data (the
+    landmark plus the largest share of its error that training trials removed). A model that has
+    never seen the dataset misjudges its level by far more than its band's width (the model card's
+    leave-one-dataset-out error), so its low medians are no proof that a target is out of reach;
+    a target above ``reachable`` is.
     ``None`` when the level is known (a hardware extrapolation keeps the dataset's measured level),
     the bound is not on accuracy, it asks for every test sample right (above ``ceiling``), or no
-    band reaches it: then the refusal stands.
+    band reaches it and it lies above ``reachable`` (or there is no trusted recipe): then the
+    refusal stands.
     """
     if c.min_accuracy is None or not level_unknown or c.min_accuracy > ceiling:
         return None
     reach = a[2] >= c.min_accuracy
-    if not reach.any():
+    trusted = always is not None and bool(always.any())
+    if not reach.any() and not (trusted and reachable is not None and c.min_accuracy <= reachable):
         return None
     mask = reach | (always if always is not None else False)
     if c.max_time_s is not None:
@@ -144,6 +154,18 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     if c.max_memory_mb is not None:
         mask &= m[1] <= c.max_memory_mb
     return mask if mask.any() else None
+
+
+def reachable(landmark: float | None, surrogate: Any) -> float | None:
+    """The most accuracy the model lets any configuration reach on data of this ``landmark``
+    (the training rows' median landmark when it is unknown): the landmark plus the share of its
+    error that the training trials removed at most (``Surrogate.headroom_cap``). ``None`` for a
+    model that does not predict accuracy relative to the landmark."""
+    cap = surrogate.headroom_cap
+    mark = landmark if landmark is not None else surrogate.landmark_fallback
+    if cap is None or mark is None:
+        return None
+    return float(mark + cap * (1.0 - mark))
 
 
 def impossible(c: Constraints, t: list[np.ndarray], a: list[np.ndarray], p: np.ndarray) -> str:
