@@ -280,6 +280,8 @@ def measure_argv(config: Any, *, dataset: str, model: str, data_dir: str | None 
         value = getattr(config, knob.name)
         if knob.flag is None or (value == knob.default and knob.name not in _ALWAYS_STATED):
             continue
+        if knob.name == "momentum" and value == knob.default and config.optimizer != "momentum":
+            continue  # measure gives only optimizer 'momentum' a momentum of its own choosing
         if knob.type == "bool":
             argv.append(knob.flag if value else "--no-" + knob.flag[2:])
         else:

@@ -130,6 +130,13 @@ def test_the_command_built_for_a_config_measures_exactly_that_config() -> None:
     measured = json.loads(result.stdout)
     assert Config.from_dict(measured["config"]) == config
     assert measured["workload"]["model"] == "mlp" and measured["train_samples"] == 300
+    # Adam's command states no momentum (measure gives it none), and still measures that config
+    adam = Config(framework="sklearn", optimizer="adam", learning_rate=1e-3, batch_size=64, epochs=1, seed=3)
+    argv = measure_argv(adam, dataset="digits", model="mlp", train_samples=300)
+    assert "--momentum" not in argv
+    result = _invoke(*argv[2:], "--json")
+    assert result.exit_code == 0, result.output
+    assert Config.from_dict(json.loads(result.stdout)["config"]) == adam
 
 
 def test_flip_is_refused_before_any_trial_on_a_dataset_it_would_mislabel() -> None:
