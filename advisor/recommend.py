@@ -215,8 +215,8 @@ def recommend(
     # still spans its epochs), so a longer schedule costs only where needed, and a measured run
     # counts with its time to the target. A minimum accuracy with another preference asks for
     # more than the minimum: those runs go on.
-    to_target = (float(constraints.min_accuracy) if constraints.min_accuracy is not None
-                 and constraints.max_time_s is None and prefer == "fast" else None)
+    accuracy_only = constraints.min_accuracy is not None and constraints.max_time_s is None
+    to_target = constraints.min_accuracy if accuracy_only and prefer == "fast" else None
     measured = measured_configs(kb, same_workload_rows(kb, workload, target), models=evidence_models,
                                 stop_at=to_target)
     cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) for m in measured
@@ -369,7 +369,7 @@ def recommend(
     robust = [] if (is_measured | acc_measured).any() else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
     # Where no candidate is likely to reach an accuracy target, what counts is reaching it at all:
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
-    reach = constraints.min_accuracy is not None and constraints.max_time_s is None and (unsure or best_shot)
+    reach = accuracy_only and (unsure or best_shot)
     # the surest record first, then the one that won most; the ranking's order among equals
     robust = _robust_first(robust, cands, beats, longest=reach)
     reference = robust[:1] or baseline_idx[:1]
@@ -378,8 +378,7 @@ def recommend(
         # Never worse than the robust choice unless the evidence says so: an unmeasured pick
         # replaces it only when it is likely to be better on what the question asks.
         keep, first = int(reference[0]), int(order[0])
-        by_time = ((constraints.min_accuracy is not None and constraints.max_time_s is None) or prefer == "fast") \
-            and not reach  # reaching the target at all is in doubt: compare accuracy
+        by_time = (accuracy_only or prefer == "fast") and not reach  # reaching the target at all is in doubt: compare accuracy
         if robust and cands[first].source == "default":
             chance = 1.0 - float(beats[keep] or 0.0)  # measured: the default lost to it elsewhere
         else:
