@@ -44,20 +44,18 @@ from advisor._recommend._evidence import (
     EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, own_evidence, widen,
 )
 from advisor._recommend._ranking import PREFERENCES, front_layers, pareto_mask, rank, spread
+from advisor._recommend._device import CPU_VIEW
 from advisor._recommend._device import device_figures as _device_figures
 from advisor._recommend._rules import (
     ACCURACY_LEVEL_REASONS, BEST_SHOT_MAX_EPOCHS, BEST_SHOT_TIE, EXPLORATORY_CONFIDENCE, HARDWARE_REASONS, SWITCH_CONFIDENCE,
     TRUSTED_SOURCES, UNSURE_FLOOR,
 )
-from advisor._recommend._rules import best_shots as _best_shots
-from advisor._recommend._rules import cap_at_ceiling as _cap_at_ceiling
-from advisor._recommend._rules import impossible as _impossible
-from advisor._recommend._rules import monotone_over_epochs as _monotone_over_epochs
-from advisor._recommend._rules import order as _order
-from advisor._recommend._rules import p_better as _p_better
-from advisor._recommend._rules import reachable as _reachable
-from advisor._recommend._rules import robust_first as _robust_first
-from advisor._recommend._rules import unsure_eligible as _unsure_eligible
+from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
+    best_shots as _best_shots, cap_at_ceiling as _cap_at_ceiling, impossible as _impossible, order as _order,
+    monotone_over_epochs as _monotone_over_epochs, p_better as _p_better, reachable as _reachable,
+    robust_first as _robust_first, unsure_eligible as _unsure_eligible,
+)
+from advisor._recommend._to_target import times_to_target
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
 from advisor._recommend._verify import Verification, verify
 from advisor._recommend._workload import Target, WorkloadInfo, describe_workload, resolve_target
@@ -228,8 +226,9 @@ def recommend(
     x = encode_candidates(cands, workload, target, surrogate)
     # With the device model, time and memory come from physics and accuracy from the same runs on
     # a CPU (accuracy does not depend on the device at equal config): one prediction either way.
+    view = (target, None) if device is None else (Target("cpu", 1, hardware_id="", gemm_gflops={}), CPU_VIEW)
     pred = surrogate.predict_matrix(x if device is None else encode_candidates(
-        cands, workload, Target("cpu", 1, hardware_id="", gemm_gflops={}), surrogate, overrides=CPU_VIEW))
+        cands, workload, view[0], surrogate, overrides=view[1]))
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
     reasons = extrapolation(kb, workload, target)
     known = surrogate.meta.get("workloads")
@@ -276,6 +275,11 @@ def recommend(
     ceiling = accuracy_ceiling(kb, workload)
     if ceiling is not None:
         _cap_at_ceiling(a, ~is_measured & ~acc_measured, ceiling, MEASURED_ACCURACY_NOISE)
+    whole: dict[int, tuple[float, float, float]] = {}  # the whole schedule's time, where a time is to the target
+    if to_target is not None:  # a predicted time is to the first epoch reaching the target, from the curve model
+        whole = times_to_target(cands, np.flatnonzero(~is_measured & ~acc_measured & (a[2] >= to_target)), t, a,
+                                a_band, to_target, surrogate, lambda cs, spans: encode_candidates(
+                                    cs, workload, view[0], surrogate, overrides=view[1], schedule=spans))
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
     # on its band's conservative side (the default and the portfolio included).
     trusted = is_measured if is_measured.any() else np.array([c.source in TRUSTED_SOURCES for c in cands])
@@ -341,7 +345,8 @@ def recommend(
         within = np.array([cands[i].config.epochs <= BEST_SHOT_MAX_EPOCHS for i in idx])
         idx = idx[within] if within.any() else idx
         level = np.floor((a_c[idx].max() - a_c[idx]) / BEST_SHOT_TIE)
-        order = [int(i) for i in idx[np.lexsort((-t_c[idx], level))]]
+        run = np.array([whole[int(i)][1] if int(i) in whole else t_c[i] for i in idx])  # the whole run, not to the target
+        order = [int(i) for i in idx[np.lexsort((-run, level))]]
         how = (f"best shots: the highest predicted accuracy first, the longer run first within "
                f"{BEST_SHOT_TIE:g} of accuracy")
     elif unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
@@ -412,7 +417,7 @@ def recommend(
     if stop_at:
         notes.append(f"Each run stops at the first epoch reaching test accuracy {to_target:g} (--stop-at-accuracy): "
                      f"a measured run's time is its time to the target, read from its curve; a predicted time is "
-                     f"the whole schedule's, an upper bound.")
+                     f"read from the predicted curve (the whole schedule's where the curve reaches it only at its end).")
 
     def choice(i: int, rank_: int) -> Choice:
         cand = cands[i]
@@ -430,6 +435,7 @@ def recommend(
             evidence=evidence, model=cand.model or workload.model, basis=basis,
             repeats=(cand.measured or cand.accuracy_of).repeats if (cand.measured or cand.accuracy_of) else 0,
             p_constraints=float(p[i]), transfer=cand.transfer, p_not_worse=transfer_probability(cand.transfer),
+            schedule_time_s=Prediction(*whole[i], basis) if i in whole else None,
         )
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(order[:top])]
@@ -442,10 +448,6 @@ def recommend(
         table=str(kb.path), model_dir=model_where, table_mismatch=mismatch, new_workload=new_workload,
         baseline=baseline, ranking=how, confidence=confidence,
     )
-
-
-#: The same training run on a CPU: what the accuracy model of CPU trials is asked about a GPU run.
-CPU_VIEW = {"device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
 
 
 #: Measured trials of the requested GPU the table must hold before the surrogate's trees, rather

@@ -288,13 +288,17 @@ def test_verify_does_not_score_a_run_stopped_at_its_target_against_the_whole_sch
 
     rec = _rec(shipped, "digits", frameworks=["sklearn"], top=1, cores=1, prefer="fast")
     first = rec.choices[0]
-    long_run = dataclasses.replace(first, config={**first.config, "epochs": 20, "stop_at_accuracy": 0.3})
-    results, _ = rc.verify(dataclasses.replace(rec, choices=(long_run,), baseline=None), 1,
+    long_run = dataclasses.replace(first, basis="predicted", schedule_time_s=None,
+                                   config={**first.config, "epochs": 20, "stop_at_accuracy": 0.3})
+    # the same run where the predicted time was read from the predicted curve: a time to the target
+    to_target = dataclasses.replace(long_run, schedule_time_s=first.time_s)
+    results, _ = rc.verify(dataclasses.replace(rec, choices=(long_run, to_target), baseline=None), 2,
                            workdir=tmp_path / "trials", knowledge_path=tmp_path / "mine.csv.gz")
-    v = results[0]
+    v, w = results
     assert v.status == "ok" and v.measured["test_accuracy"] >= 0.3
     assert v.within_band["train_time_s"] is None and v.within_band["test_accuracy"] is None
     assert v.note is not None and "stopped there" in v.note and "of 20" in v.note
+    assert w.status == "ok" and w.within_band["train_time_s"] is not None and w.within_band["test_accuracy"] is None
 
 
 # ------------------------------------------------------------------------------ import hygiene

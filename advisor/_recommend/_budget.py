@@ -119,7 +119,10 @@ def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
         if key not in seen:
             seen.add(key)
             cands.append(c)
-    per_epoch = {_label(c): max(c.time_s.hi, c.time_s.mid) / max(1, int(c.config["epochs"])) for c in cands}
+    per_epoch: dict[str, float] = {}
+    for c in cands:  # from the whole schedule's time, not a time to a target
+        band = c.schedule_time_s or c.time_s
+        per_epoch[_label(c)] = max(band.hi, band.mid) / max(1, int(c.config["epochs"]))
     return cands, per_epoch
 
 

@@ -98,9 +98,10 @@ def candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str]
 
 
 def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target,
-            overrides: dict[str, Any] | None = None) -> dict[str, list[Any]]:
+            overrides: dict[str, Any] | None = None, schedule: Sequence[int] | None = None) -> dict[str, list[Any]]:
     """Candidates as knowledge-base columns, so the surrogate sees them as it saw its trials
-    (``overrides``: config fields replaced in every row, e.g. the same runs on a CPU)."""
+    (``overrides``: config fields replaced in every row, e.g. the same runs on a CPU; ``schedule``:
+    each row read after its ``epochs`` of a schedule laid over this many, a learning-curve reading)."""
     n = len(cands)
     cfgs = [{**c.config.to_dict(), **(overrides or {})} for c in cands]
     cols: dict[str, list[Any]] = {f"cfg_{k}": [c[k] for c in cfgs] for k in cfgs[0] if k != "framework"} if n else {}
@@ -124,6 +125,8 @@ def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target,
         "hw_gemm_gflops_threads": [knowledge.gflops_at(gemm, c["threads"]) if gemm else None for c in cfgs],
         "hw_gemm_gflops_max": [best] * n,
     })
+    if schedule is not None:
+        cols["schedule_epochs"] = list(schedule)
     return cols
 
 #: Models considered when the user names none: the workload's default and every model the table
@@ -201,7 +204,7 @@ def unique(cands: list[Candidate]) -> list[Candidate]:
 
 
 def encode_candidates(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any,
-            overrides: dict[str, Any] | None = None) -> np.ndarray:
+            overrides: dict[str, Any] | None = None, schedule: Sequence[int] | None = None) -> np.ndarray:
     from advisor.surrogate.features import encode
 
     x = np.empty((len(cands), len(surrogate.schema.features)))
@@ -215,5 +218,6 @@ def encode_candidates(cands: list[Candidate], workload: WorkloadInfo, target: Ta
             from dataclasses import replace
 
             info = replace(info, landmark=workload.landmark)
-        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides), surrogate.schema)
+        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides,
+                                None if schedule is None else [schedule[i] for i in idx]), surrogate.schema)
     return x

@@ -9,7 +9,10 @@ import numpy as np
 from advisor._recommend._candidates import Candidate
 from advisor._recommend._workload import WorkloadInfo
 
-__all__ = ["device_figures"]
+__all__ = ["CPU_VIEW", "device_figures"]
+
+#: The same training run on a CPU: what the accuracy model of CPU trials is asked about a GPU run.
+CPU_VIEW = {"device": "cpu", "mixed_precision": False, "cudnn_benchmark": False, "threads": 1}
 
 
 def device_figures(device: Any, cands: list[Candidate], workload: WorkloadInfo,

@@ -71,6 +71,9 @@ class Choice:
     transfer: dict[str, Any] | None = None
     #: How likely it is to beat or tie the default on this dataset, from that record (rule of succession).
     p_not_worse: float | None = None
+    #: The whole schedule's predicted time, where ``time_s`` is the predicted time to an accuracy
+    #: target (a run stopping there); None otherwise.
+    schedule_time_s: Prediction | None = None
 
 
 @dataclass(frozen=True)

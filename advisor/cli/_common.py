@@ -29,6 +29,11 @@ def narrow() -> bool:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def count_text(n: int, noun: str) -> str:
+    """``n`` and ``noun``, the noun plural unless ``n`` is 1: '1 epoch', '2 threads'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def seconds_text(value: float) -> str:
     """A duration as people read it: seconds below 2 minutes, minutes below 2 hours, then hours."""
     if value < 120:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from advisor.cli import app
-from advisor.cli._common import err, out, print_json, user_errors
+from advisor.cli._common import count_text, err, out, print_json, user_errors
 from advisor.cli._knob_options import knob_options
 from advisor.errors import InvalidParameterError, invalid_parameter
 from advisor.knobs import FRAMEWORKS
@@ -128,12 +128,12 @@ def measure_command(
         )
         return True
 
-    length = (f"up to {config.epochs} epochs in {config.time_budget_s:g} s of training" if config.time_budget_s
-              else f"{config.epochs} epochs")
+    length = (f"up to {count_text(config.epochs, 'epoch')} in {config.time_budget_s:g} s of training"
+              if config.time_budget_s else count_text(config.epochs, "epoch"))
     if config.stop_at_accuracy:
         length += f", stopping at test accuracy {config.stop_at_accuracy:g}"
     err.print(f"measuring {framework} {model_name} on {info.name} ({length}, "
-              f"{config.threads} threads, {config.device})...", highlight=False)
+              f"{count_text(config.threads, 'thread')}, {config.device})...", highlight=False)
     result = run_trial(workload, config, limits=limits, workdir=workdir, on_epoch=progress)
     if json_output:
         print_json(result.to_dict())
@@ -151,7 +151,7 @@ def _table(result: Any) -> None:
     rows = [
         ("workload", f"{c.framework} {result.workload.model} on {result.dataset_name or result.workload.dataset}"
                      f" ({result.train_samples} train / {result.test_samples} test)"),
-        ("config", f"batch {c.batch_size}, lr {c.learning_rate:g}, {c.optimizer}, {c.threads} threads, {c.device}"),
+        ("config", f"batch {c.batch_size}, lr {c.learning_rate:g}, {c.optimizer}, {count_text(c.threads, 'thread')}, {c.device}"),
         ("epochs", f"{result.epochs_completed}/{c.epochs}"),
         ("test accuracy", f"{_fmt(result.test_accuracy)} (best {_fmt(result.best_accuracy)})"),
         ("final loss", _fmt(result.final_loss)),

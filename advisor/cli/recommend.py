@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from advisor.cli import app
-from advisor.cli._common import err, fail, narrow, out, print_json, seconds_text, user_errors
+from advisor.cli._common import count_text, err, fail, narrow, out, print_json, seconds_text, user_errors
 from advisor.errors import ConstraintError
 
 
@@ -126,7 +126,8 @@ def _print(rec: Any) -> None:
                      f"accuracy MEASURED x{c.repeats} on a CPU, time predicted" if c.accuracy.basis != c.basis
                      else "predicted")
             p = f", P {c.p_constraints:.0%}" if rec.confidence is not None else ""
-            out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model} ({basis}{p}): time {_time_band(c.time_s)}, "
+            whole = f" (whole run {seconds_text(c.schedule_time_s.mid)})" if c.schedule_time_s is not None else ""
+            out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model} ({basis}{p}): time {_time_band(c.time_s)}{whole}, "
                       f"accuracy {_band(c.accuracy, '.4f')}, {c.memory_mb.mid:.0f} MiB", highlight=False)
     else:
         _print_table(rec, rows)
@@ -157,8 +158,9 @@ def _print_details(rec: Any, rows: list[Any]) -> None:
     if rec.baseline is not None:
         b = rec.baseline
         length = (f"whole epochs while they fit in {b.config['time_budget_s']:g} s (at most {b.config.get('epochs')})"
-                  if b.config.get("time_budget_s") else f"{b.config.get('epochs')} epochs")
-        out.print(f"dflt = the obvious default (torch, Adam 1e-3, batch 128, constant rate, {b.model}) at its best "
+                  if b.config.get("time_budget_s") else
+                  count_text(int(b.config.get("epochs") or 0), "epoch"))
+        out.print(f"dflt = the obvious default ({b.framework}, Adam 1e-3, batch 128, constant rate, {b.model}) at its best "
                   f"run length for this question: {length}.")
     for c in rows:
         out.print(f"#{c.rank or 'dflt'} {c.framework} {c.model}: {_params(c.config)}")
@@ -231,7 +233,7 @@ def _print_loop(loop: Any) -> None:
         out.print("No run finished within the budget: nothing measured to recommend.")
     else:
         w = loop.winner
-        out.print(f"Measured winner: {w.label} ({w.config['framework']} {w.model}, {w.epochs} epochs): "
+        out.print(f"Measured winner: {w.label} ({w.config['framework']} {w.model}, {count_text(w.epochs, 'epoch')}): "
                   f"accuracy {w.test_accuracy:.4f} in {w.train_time_s:.1f} s (MEASURED, trial {w.trial_id}).")
     resumed = f"; {loop.resumed} runs taken from an interrupted loop" if loop.resumed else ""
     err.print(f"Spent {loop.spent_s:.0f} s of {loop.budget_s:.0f} s{resumed}. Trials added to {loop.knowledge_path}; "

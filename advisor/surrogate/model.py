@@ -44,7 +44,7 @@ Training is deterministic: fixed seed, ``deterministic=True``, one thread by def
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -140,8 +140,9 @@ class Surrogate:
         value = target.get("landmark_fallback") if isinstance(target, dict) else None
         return None if value is None else float(value)
 
-    def predict_matrix(self, x: np.ndarray, *, num_threads: int = 1) -> dict[str, Band]:
-        """Predict every objective for a feature matrix: one ``predict`` call per booster."""
+    def predict_matrix(self, x: np.ndarray, *, num_threads: int = 1,
+                       objectives: Collection[str] | None = None) -> dict[str, Band]:
+        """Predict every objective (or those named) for a feature matrix: one ``predict`` call per booster."""
         out: dict[str, Band] = {}
         offsets = self.meta.get("band_offsets") or {}
         offsets_new = self.meta.get("band_offsets_new_workload") or {}
@@ -154,7 +155,7 @@ class Surrogate:
         memory = (self.meta.get("memory_baseline") or {}).get("coefficients")
         fallback = self.landmark_fallback
         for objective, models in self.boosters.items():
-            if objective == ACCURACY_COMPANION:
+            if objective == ACCURACY_COMPANION or (objectives is not None and objective not in objectives):
                 continue
             xo = x
             if objective == "train_time_s" and baseline:
