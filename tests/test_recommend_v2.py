@@ -203,6 +203,44 @@ def test_closed_loop_measures_halves_and_resumes(shipped: tuple[Path, Path], tmp
     assert again.resumed == len(loop.runs) and len(kb.read(path)) == len(loop.runs)  # nothing run twice
 
 
+def test_a_short_configuration_run_in_full_does_not_end_the_halving(shipped: tuple[Path, Path],
+                                                                    tmp_path: Path) -> None:
+    """A one-epoch candidate run in full beats longer ones cut short at rung 0; the loop goes on with
+    the survivors (not running the finished one again), and a longer run that gets further wins.
+    TEST DATA: a runner whose accuracy follows each configuration's constructed curve, two seconds
+    per predicted epoch."""
+    import dataclasses
+
+    from advisor._recommend._budget import closed_loop
+
+    from _knowledge_rows import make_result
+
+    rec = _rec(shipped, "digits", top=1, cores=1)
+    base = rec.choices[0]
+
+    def choice(rank: int, lr: float, epochs: int) -> Any:
+        return dataclasses.replace(base, rank=rank, schedule_time_s=None,
+                                   time_s=rc.Prediction(2.0 * epochs, 2.0 * epochs, 2.0 * epochs),
+                                   config={**base.config, "epochs": epochs, "learning_rate": lr,
+                                           "stop_at_accuracy": 0.0, "time_budget_s": 0.0})
+
+    quick_lr = 0.005
+    rec = dataclasses.replace(rec, baseline=None, choices=(
+        choice(1, quick_lr, 1), choice(2, 0.01, 40), choice(3, 0.02, 40), choice(4, 0.03, 40)))
+
+    def runner(workload: Any, cfg: Any, **_: Any) -> Any:
+        acc = 0.80 if cfg.learning_rate == quick_lr else 0.5 + 0.011 * cfg.epochs + cfg.learning_rate
+        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=0.1 * cfg.epochs, test_accuracy=acc)
+
+    loop = closed_loop(rec, 200.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    first = {r.label: r for r in loop.runs if r.rung == 0}
+    assert first["#1"].test_accuracy > max(r.test_accuracy for k, r in first.items() if k != "#1")  # cut short, behind
+    assert [r.rung for r in loop.runs if r.label == "#1"] == [0]  # run once, in full, never again
+    assert max(r.rung for r in loop.runs) >= 1  # the halving went on past the finished one-epoch run
+    assert loop.winner is not None and loop.winner.label != "#1" and loop.winner.test_accuracy > 0.80
+    assert loop.winner.epochs > first[loop.winner.label].epochs
+
+
 def test_a_rung_on_a_target_ranks_the_soonest_there_first_and_a_time_bound_the_most_accurate(
         shipped: tuple[Path, Path]) -> None:
     """Runs of a --target-accuracy question stop just past the target, so among those reaching it

@@ -8,9 +8,12 @@ Successive halving over the recommendation's top choices plus the obvious defaul
    start-up costs; the obvious default always stays), and a run whose full length costs little
    more than its start-up is not cut;
 2. the better half by measured accuracy (time breaks ties) goes on; each next rung runs the
-   survivors longer, until one is left, a survivor has run its full length, or the budget is spent;
-3. the winner is the best measured run of the last rung that ran, meeting the constraints when any
-   run does.
+   survivors longer, until one is left, every survivor has run its full length, or the budget is
+   spent. A survivor already run in full is not run again: its run stands against the others'
+   longer ones (a one-epoch configuration run in full would otherwise end the loop by beating
+   longer ones cut to its length);
+3. the winner is the best of the last rung's runs and every run of a configuration in full,
+   meeting the constraints when any run does.
 
 A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs) fits
 what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
@@ -199,13 +202,17 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     overhead = START_OVERHEAD_S
     seen_overheads: list[float] = []
     alive = _affordable(cands, budget_s, rec)
+    complete: dict[str, LoopRun] = {}  # candidates measured at their full length: not run again
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
     while alive:
         left = budget_s - result.spent_s
-        share = left * rung_share / len(alive)
+        share = left * rung_share / max(1, sum(_label(c) not in complete for c in alive))
         runs: list[tuple[Choice, LoopRun]] = []
         for c in alive:
+            if _label(c) in complete:  # its full run stands against the others' longer runs
+                runs.append((c, complete[_label(c)]))
+                continue
             full = int(c.config["epochs"])
             epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
             if overhead + full * per_epoch[_label(c)] <= 2 * share:
@@ -241,17 +248,23 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             result.spent_s += r.wall_time_s
             result.runs.append(r)
             runs.append((c, r))
-        if not runs:
+            if r.epochs >= full and r.status == "ok":
+                complete[_label(c)] = r
+        if not any(r.rung == rung for _, r in runs):
             break
-        ranked = rank_runs(runs, rec)
+        # every configuration run in full competes to the end (it needs no longer run to be judged)
+        ran_full = [(c, complete[_label(c)]) for c in cands if _label(c) in complete]
+        ranked = rank_runs(runs + [(c, r) for c, r in ran_full if all(r is not q for _, q in runs)], rec)
         best = ranked[0][1]
         result.winner = best if best.status == "ok" else result.winner
-        finished = any(r.epochs >= int(c.config["epochs"]) for c, r in ranked[:1])
-        if len(ranked) == 1 or finished:
-            break
+        ranked = [(c, r) for c, r in ranked if any(r is q for _, q in runs)]  # the halving goes on among this rung's
         alive = [c for c, _ in ranked[: max(1, len(ranked) // 2)]]
+        # A short configuration run in full is not better than a long one cut short for it: the
+        # halving goes on while a survivor has more to show, and ends when every survivor has run in full.
+        if len(ranked) == 1 or all(_label(c) in complete for c in alive):
+            break
         rung += 1
-        rung_share = 1.0 if len(alive) == 1 else 0.7
+        rung_share = 1.0 if sum(_label(c) not in complete for c in alive) == 1 else 0.7
     return result
 
 
