@@ -99,7 +99,10 @@ def run(args: argparse.Namespace) -> None:
 def render(_: argparse.Namespace) -> None:
     rows = []
     wins = 0
-    records = read_jsonl(RAW)
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in read_jsonl(RAW):  # a question asked again (the loop changed since) counts once: the last
+        latest[(r["dataset"], r["max_time_s"], r["budget_s"])] = r
+    records = sorted(latest.values(), key=lambda r: (r["dataset"], r["max_time_s"], r["budget_s"]))
     for r in records:
         lw, tb = r["loop"]["best_within_time"], r["tune"]["best"]
         la = (lw or {}).get("test_accuracy")
@@ -112,7 +115,7 @@ def render(_: argparse.Namespace) -> None:
                      f"{len(r['loop']['runs'])} runs, {r['loop']['spent_s']:.0f} s",
                      "-" if tb is None else f"trial {tb['number']} ({tb['model']}, {tb['epochs']} ep): {ta:.4f} in {tb['train_time_s']:.1f} s",
                      f"{n_in} of {len(r['tune']['trials'])} finished in the budget",
-                     "yes" if ok else "NO"])
+                     "yes" if ok else "NO", r.get("git", "?")])
     lines = [
         "# `recommend --budget` against a tuned study given the same time (held-out datasets)",
         "",
@@ -123,10 +126,11 @@ def render(_: argparse.Namespace) -> None:
         "then a fresh TPE study over the torch CPU search space (objectives time and accuracy, 30 trials) gets",
         "the same budget (no trial starts after it). The bar is the study's best accuracy among trials that",
         "finished within the budget and trained within T. 'at least as good': the loop's best run within T",
-        "reaches the bar less 0.2 points (seed noise). One run per dataset.",
+        "reaches the bar less 0.2 points (seed noise). One run per dataset and question (the last one asked;",
+        "earlier records stay in raw/budget.jsonl).",
         "",
         md_table(["dataset", "T", "budget", "loop: best run within T", "loop spent", "tuned study: best within the budget",
-                  "study trials", "at least as good"], rows),
+                  "study trials", "at least as good", "ran at"], rows),
         "",
         f"At least as good in {wins} of {len(records)}.",
     ]

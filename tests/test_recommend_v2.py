@@ -239,6 +239,8 @@ def test_a_short_configuration_run_in_full_does_not_end_the_halving(shipped: tup
     assert max(r.rung for r in loop.runs) >= 1  # the halving went on past the finished one-epoch run
     assert loop.winner is not None and loop.winner.label != "#1" and loop.winner.test_accuracy > 0.80
     assert loop.winner.epochs > first[loop.winner.label].epochs
+    # the longer run was planned with the epoch time measured at rung 0 (0.1 s), not the predicted 2 s
+    assert loop.winner.predicted_time_s == pytest.approx(0.1 * loop.winner.epochs)
 
 
 def test_a_rung_on_a_target_ranks_the_soonest_there_first_and_a_time_bound_the_most_accurate(

@@ -15,8 +15,8 @@ Successive halving over the recommendation's top choices plus the obvious defaul
 3. the winner is the best of the last rung's runs and every run of a configuration in full,
    meeting the constraints when any run does.
 
-A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs) fits
-what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
+A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs; once
+the candidate has run, its measured time per epoch) fits what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
 and the loop's progress is kept in a state file next to it, keyed by the question: run the same
 command again after an interruption and finished trials are not run again.
 """
@@ -215,8 +215,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 continue
             full = int(c.config["epochs"])
             epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
-            if overhead + full * per_epoch[_label(c)] <= 2 * share:
-                epochs = full  # the whole run costs little more than its start-up: no reason to cut it
+            if overhead + full * per_epoch[_label(c)] <= min(2 * share, left):
+                epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
             run_key = f"{_label(c)}|{rung}|{epochs}"
             predicted = per_epoch[_label(c)] * epochs
             if run_key in done:
@@ -245,6 +245,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 if trial.train_time_s:  # learnt from the runs: the largest start-up seen so far
                     seen_overheads.append(max(1.0, wall - trial.train_time_s))
                     overhead = max(seen_overheads)
+            if r.status == "ok" and r.train_time_s and r.epochs:  # its epochs' time here, not the prediction's
+                per_epoch[_label(c)] = r.train_time_s / r.epochs
             result.spent_s += r.wall_time_s
             result.runs.append(r)
             runs.append((c, r))
