@@ -133,6 +133,10 @@ def render(_: argparse.Namespace) -> None:
                   "study trials", "at least as good", "ran at"], rows),
         "",
         f"At least as good in {wins} of {len(records)}.",
+        "",
+        "Each row ran as `taskset -c CORE python benchmarks/bench_budget.py run --dataset D --max-time T --budget B`",
+        "with the held-out models of `bench_recommend_v2.py` (`--workdir /tmp/rv2-matrix`): "
+        + "; ".join(f"{r['dataset']} on core {r.get('core', '?')} at {r.get('git', '?')}" for r in records) + ".",
     ]
     REPORT.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {REPORT}")
