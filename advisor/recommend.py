@@ -278,8 +278,8 @@ def recommend(
     whole: dict[int, tuple[float, float, float]] = {}  # the whole schedule's time, where a time is to the target
     if to_target is not None:  # a predicted time is to the first epoch reaching the target, from the curve model
         whole = times_to_target(cands, np.flatnonzero(~is_measured & ~acc_measured & (a[2] >= to_target)), t, a,
-                                a_band, to_target, surrogate, lambda cs, spans: encode_candidates(
-                                    cs, workload, view[0], surrogate, overrides=view[1], schedule=spans))
+                                a_band, to_target, surrogate, lambda cs, read: encode_candidates(
+                                    cs, workload, view[0], surrogate, overrides=view[1], reading=read))
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
     # on its band's conservative side (the default and the portfolio included).
     trusted = is_measured if is_measured.any() else np.array([c.source in TRUSTED_SOURCES for c in cands])

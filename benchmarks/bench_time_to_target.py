@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             whole = model.predict(row)
 
-            def features(cands: list[Candidate], spans: list[int], row: dict[str, list[Any]] = row) -> np.ndarray:
+            def features(cands: list[Candidate], reading: tuple[list[int], list[int]],
+                         row: dict[str, list[Any]] = row) -> np.ndarray:
                 probe = {k: v * len(cands) for k, v in row.items()}
-                probe["cfg_epochs"] = [c.config.epochs for c in cands]
-                probe["schedule_epochs"] = list(spans)
+                probe["cfg_epochs"], probe["schedule_epochs"] = list(reading[0]), list(reading[1])
                 return encode(probe, model.schema)
 
             targets = {name: by[cols["dataset_name"][i]] for name, by in settings.items()} | {"own curve 75%": own}

@@ -36,8 +36,9 @@ class _Linear:
         return {"test_accuracy": Band(0.5 * share, 0.75 * share, 1.0 * share)}
 
 
-def _encode(cands: list[Candidate], spans: list[int]) -> np.ndarray:
-    return np.array([[c.config.epochs / span] for c, span in zip(cands, spans)])
+def _encode(cands: list[Candidate], reading: tuple[list[int], list[int]]) -> np.ndarray:
+    assert all(span == c.config.epochs for c, span in zip(cands, reading[1]))  # the schedule is the candidate's
+    return np.array([[k / span] for k, span in zip(*reading)])
 
 
 def test_each_time_edge_is_read_where_the_opposite_accuracy_edge_first_reaches_the_target() -> None:

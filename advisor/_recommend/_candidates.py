@@ -98,12 +98,18 @@ def candidates(workload: WorkloadInfo, target: Target, frameworks: Sequence[str]
 
 
 def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target,
-            overrides: dict[str, Any] | None = None, schedule: Sequence[int] | None = None) -> dict[str, list[Any]]:
+            overrides: dict[str, Any] | None = None,
+            reading: tuple[Sequence[int], Sequence[int]] | None = None) -> dict[str, list[Any]]:
     """Candidates as knowledge-base columns, so the surrogate sees them as it saw its trials
-    (``overrides``: config fields replaced in every row, e.g. the same runs on a CPU; ``schedule``:
-    each row read after its ``epochs`` of a schedule laid over this many, a learning-curve reading)."""
+    (``overrides``: config fields replaced in every row, e.g. the same runs on a CPU; ``reading``:
+    (epochs, schedule) per row, each row read after that many epochs of a schedule laid over its
+    own, a learning-curve reading)."""
     n = len(cands)
-    cfgs = [{**c.config.to_dict(), **(overrides or {})} for c in cands]
+    as_dict: dict[int, dict[str, Any]] = {}  # a candidate read at several epochs is one config
+    for c in cands:
+        if id(c.config) not in as_dict:
+            as_dict[id(c.config)] = c.config.to_dict()
+    cfgs = [{**as_dict[id(c.config)], **(overrides or {})} for c in cands]
     cols: dict[str, list[Any]] = {f"cfg_{k}": [c[k] for c in cfgs] for k in cfgs[0] if k != "framework"} if n else {}
     gemm = dict(target.gemm_gflops)
     best = max(gemm.values()) if gemm else None
@@ -125,8 +131,8 @@ def columns(cands: Sequence[Candidate], workload: WorkloadInfo, target: Target,
         "hw_gemm_gflops_threads": [knowledge.gflops_at(gemm, c["threads"]) if gemm else None for c in cfgs],
         "hw_gemm_gflops_max": [best] * n,
     })
-    if schedule is not None:
-        cols["schedule_epochs"] = list(schedule)
+    if reading is not None:
+        cols["cfg_epochs"], cols["schedule_epochs"] = list(reading[0]), list(reading[1])
     return cols
 
 #: Models considered when the user names none: the workload's default and every model the table
@@ -204,7 +210,8 @@ def unique(cands: list[Candidate]) -> list[Candidate]:
 
 
 def encode_candidates(cands: list[Candidate], workload: WorkloadInfo, target: Target, surrogate: Any,
-            overrides: dict[str, Any] | None = None, schedule: Sequence[int] | None = None) -> np.ndarray:
+            overrides: dict[str, Any] | None = None,
+            reading: tuple[Sequence[int], Sequence[int]] | None = None) -> np.ndarray:
     from advisor.surrogate.features import encode
 
     x = np.empty((len(cands), len(surrogate.schema.features)))
@@ -218,6 +225,6 @@ def encode_candidates(cands: list[Candidate], workload: WorkloadInfo, target: Ta
             from dataclasses import replace
 
             info = replace(info, landmark=workload.landmark)
-        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides,
-                                None if schedule is None else [schedule[i] for i in idx]), surrogate.schema)
+        x[idx] = encode(columns([cands[i] for i in idx], info, target, overrides, None if reading is None else
+                                ([reading[0][i] for i in idx], [reading[1][i] for i in idx])), surrogate.schema)
     return x

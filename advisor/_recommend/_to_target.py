@@ -36,7 +36,8 @@ def reading_epochs(epochs: int, readings: int = READINGS) -> list[int]:
 
 
 def times_to_target(cands: list[Candidate], rows: np.ndarray, t: list[np.ndarray], a: Bands, raw: Any,
-                    target: float, surrogate: Any, encode: Callable[[list[Candidate], list[int]], np.ndarray],
+                    target: float, surrogate: Any,
+                    encode: Callable[[list[Candidate], tuple[list[int], list[int]]], np.ndarray],
                     ) -> dict[int, tuple[float, float, float]]:
     """Replace, in place, the whole-schedule time bands ``t`` of the candidates ``rows`` by their
     predicted time to ``target``; return the whole-schedule bands of those that changed.
@@ -45,24 +46,23 @@ def times_to_target(cands: list[Candidate], rows: np.ndarray, t: list[np.ndarray
     extrapolation, capped at the dataset's ceiling, raised by the learning-curve prior) and ``raw``
     the surrogate's own final accuracy band (a ``Band``); each curve is the surrogate's reading
     shifted by their difference, so its last reading is the final band. ``encode(candidates,
-    schedules)`` gives the features of each candidate read after its ``epochs`` of a schedule laid
-    over ``schedules`` epochs. An edge that reaches the target only at the last epoch,
+    (epochs, schedules))`` gives the features of each candidate read after ``epochs`` epochs of its
+    schedule laid over ``schedules``. An edge that reaches the target only at the last epoch,
     or never, keeps the whole schedule's time (a run that never gets there runs it all).
     """
-    import dataclasses
-
     probes: list[Candidate] = []
     spans: list[int] = []
     owner: list[tuple[int, int]] = []
     for i in (int(r) for r in rows):
         epochs = cands[i].config.epochs
         for k in reading_epochs(epochs):
-            probes.append(dataclasses.replace(cands[i], config=dataclasses.replace(cands[i].config, epochs=k)))
+            probes.append(cands[i])
             spans.append(epochs)
             owner.append((i, k))
     if not probes:
         return {}
-    band = surrogate.predict_matrix(encode(probes, spans), objectives=("test_accuracy",))["test_accuracy"]
+    x = encode(probes, ([k for _, k in owner], spans))
+    band = surrogate.predict_matrix(x, objectives=("test_accuracy",))["test_accuracy"]
     curve = [np.asarray(band.lo, dtype=float), np.asarray(band.mid, dtype=float), np.asarray(band.hi, dtype=float)]
     raw = (raw.lo, raw.mid, raw.hi)
     whole: dict[int, tuple[float, float, float]] = {}
