@@ -308,18 +308,21 @@ def recommend_command(
             raise
         # the constraint the user gave is --target-accuracy (--min-accuracy ranked fastest first)
         raise ConstraintError(str(exc).replace("--min-accuracy", "--target-accuracy")) from None
-    for warning in rec.warnings:
-        err.print(f"warning: {warning}")
     if (verify or budget_s is not None) and data_dir is not None:
         from advisor.cli._common import check_data_dir
 
         check_data_dir(rec.workload.dataset, data_dir)  # before anything runs
+    if budget_s is not None:
+        from advisor._recommend._budget import check_budget
+
+        check_budget(rec, budget_s)  # before anything is printed or run: a refusal is one line
+    for warning in rec.warnings:
+        err.print(f"warning: {warning}")
     verified: list[Any] = []
     stats = None
     if budget_s is not None:
-        from advisor._recommend._budget import check_budget, closed_loop
+        from advisor._recommend._budget import closed_loop
 
-        check_budget(rec, budget_s)  # before anything is printed or run
         if not as_json:
             _print(rec)
         err.print(f"Closed loop: measuring the top choices and the obvious default within {budget_s:.0f} s ...")
