@@ -51,9 +51,10 @@ from advisor._recommend._rules import (
     TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
-    best_shots as _best_shots, cap_at_ceiling as _cap_at_ceiling, impossible as _impossible, order as _order,
+    best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
+    impossible as _impossible, order as _order,
     monotone_over_epochs as _monotone_over_epochs, p_better as _p_better, reachable as _reachable,
-    robust_first as _robust_first, unsure_eligible as _unsure_eligible,
+    robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
 )
 from advisor._recommend._to_target import times_to_target
 from advisor._recommend._result import Choice, Evidence, Prediction, Recommendation
@@ -305,10 +306,13 @@ def recommend(
             eligible = p >= np.where(trusted, CONFIDENCE, EXPLORATORY_CONFIDENCE)
             if not eligible.any():
                 eligible = _unsure_eligible(p, trusted)
-                confidence = UNSURE_FLOOR
-                unsure = True
-                notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; "
-                             f"the choices below meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%}).")
+                confidence, unsure, shown = UNSURE_FLOOR, True, int(eligible.sum())
+                if not (is_measured | acc_measured).any():  # no evidence here: measured records elsewhere count
+                    eligible = _robust_beside_default(eligible, cands, [transfer_probability(c.transfer) for c in cands])
+                notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; the choices below "
+                             f"meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%})" + (
+                                 "; the portfolio's robust recipes are shown beside the obvious default, as their "
+                                 "measured records elsewhere say they do as well" if eligible.sum() > shown else "") + ".")
             if not eligible.any():
                 raise ConstraintError(_impossible(constraints, t, a, p))
         except ConstraintError:
@@ -320,15 +324,7 @@ def recommend(
             if shots is None:
                 raise
             eligible, best_shot, unsure = shots, True, True
-            inside = bool((a[2][shots] >= (constraints.min_accuracy or 0.0)).any())
-            notes.append(
-                f"The table does not hold this workload, so its accuracy level is extrapolated: no configuration "
-                f"is {UNSURE_FLOOR:.0%} likely to reach {constraints.min_accuracy:g} by the prediction, but "
-                + (f"{int(shots.sum())} may (the target lies within their bands). " if inside else
-                   f"the prediction's level on data it has not seen is no proof either way (the target lies above "
-                   f"every band, below the {reachable:.4f} the model lets any configuration reach here). ")
-                + "The choices are the best shots, the highest predicted accuracy first; measure them on your data "
-                  "(--budget or --verify) before relying on one.")
+            notes.append(_best_shot_note(constraints, shots, a[2], reachable))
     else:
         eligible = np.ones(len(cands), dtype=bool)
     eligible &= fits

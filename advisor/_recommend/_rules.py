@@ -13,8 +13,8 @@ from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
-           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_first", "monotone_over_epochs", "p_better", "order",
-           "best_shots", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
+           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "monotone_over_epochs", "p_better", "order",
+           "best_shots", "best_shot_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
@@ -106,6 +106,19 @@ def unsure_eligible(p: np.ndarray, trusted: np.ndarray) -> np.ndarray:
     return np.asarray(p >= np.where(trusted, UNSURE_FLOOR, UNSURE_FLOOR + EXPLORATORY_CONFIDENCE - CONFIDENCE))
 
 
+def robust_beside_default(eligible: np.ndarray, cands: list[Candidate], p_not_worse: list[float | None]) -> np.ndarray:
+    """Where nothing is likely enough to meet the constraints on a workload without measurements, the
+    candidates shown (``eligible``) plus every portfolio recipe at least :data:`SWITCH_CONFIDENCE`
+    likely (``p_not_worse``, from its measured record) to beat or tie the obvious default, as long
+    as the default itself is shown. On data the model has not seen the trusted recipes' bands share
+    one capped median and differ in the width of their lower side, so which of them clears the
+    floor is noise; the record is measured."""
+    if not any(eligible[i] and c.source == "default" for i, c in enumerate(cands)):
+        return eligible
+    robust = np.array([c.source == "portfolio" and (q or 0.0) >= SWITCH_CONFIDENCE for c, q in zip(cands, p_not_worse)])
+    return eligible | robust
+
+
 def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float | None], *,
                  longest: bool) -> list[int]:
     """Robust candidates in the order they replace the default: the surest record first, then the
@@ -154,6 +167,18 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     if c.max_memory_mb is not None:
         mask &= m[1] <= c.max_memory_mb
     return mask if mask.any() else None
+
+
+def best_shot_note(c: Constraints, shots: np.ndarray, a_hi: np.ndarray, reachable: float | None) -> str:
+    """What the answer says when its choices are best shots (:func:`best_shots`)."""
+    inside = bool((a_hi[shots] >= (c.min_accuracy or 0.0)).any())
+    return (f"The table does not hold this workload, so its accuracy level is extrapolated: no configuration "
+            f"is {UNSURE_FLOOR:.0%} likely to reach {c.min_accuracy:g} by the prediction, but "
+            + (f"{int(shots.sum())} may (the target lies within their bands). " if inside else
+               f"the prediction's level on data it has not seen is no proof either way (the target lies above "
+               f"every band, below the {reachable or 0.0:.4f} the model lets any configuration reach here). ")
+            + "The choices are the best shots, the highest predicted accuracy first; measure them on your data "
+              "(--budget or --verify) before relying on one.")
 
 
 def reachable(landmark: float | None, surrogate: Any) -> float | None:
