@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from advisor import knowledge
@@ -240,3 +241,27 @@ def test_where_reaching_a_target_is_in_doubt_the_robust_recipes_longest_run_goes
     assert robust_first([0, 1, 2], cands, beats, longest=True) == [1, 2, 0]
     surer = {**beats, 0: 0.9}
     assert robust_first([0, 1, 2], cands, surer, longest=True)[0] == 0  # the record first, then the length
+    # as for best shots, the longest run up to BEST_SHOT_MAX_EPOCHS: a 60-epoch schedule comes after
+    longer = cands + [Candidate(dataclasses.replace(obvious_default("torch", target, 60), **recipe), "portfolio",
+                                None, model="bn_cnn_w8", transfer=record)]
+    assert robust_first([0, 1, 2, 3], longer, {**beats, 3: 0.8}, longest=True) == [1, 2, 0, 3]
+
+
+def test_robust_recipes_are_shown_beside_an_unsure_default_on_unmeasured_data() -> None:
+    from advisor._recommend._baseline import obvious_default
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._rules import robust_beside_default
+    from advisor._recommend._workload import Target
+
+    target = Target("cpu", 1)
+    default = Candidate(obvious_default("torch", target, 10), "default", None, model="cifar_quick")
+    robust = Candidate(dataclasses.replace(obvious_default("torch", target, 10), optimizer="momentum", momentum=0.9),
+                       "portfolio", None, model="bn_cnn_w8")
+    weak = Candidate(dataclasses.replace(obvious_default("torch", target, 10), learning_rate=0.01), "portfolio", None)
+    draw = Candidate(dataclasses.replace(obvious_default("torch", target, 10), learning_rate=0.02), "torch-cpu", None)
+    cands, p_not_worse = [default, robust, weak, draw], [None, 0.83, 0.5, None]
+    shown = robust_beside_default(np.array([True, False, False, False]), cands, p_not_worse)
+    assert shown.tolist() == [True, True, False, False]  # the robust record joins; a weak record or a draw does not
+    # without the default among those shown, nothing is added
+    assert robust_beside_default(np.array([False, False, False, True]), cands, p_not_worse).tolist() == \
+        [False, False, False, True]

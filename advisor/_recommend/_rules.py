@@ -123,10 +123,12 @@ def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float 
                  longest: bool) -> list[int]:
     """Robust candidates in the order they replace the default: the surest record first, then the
     one that won most, then (``longest``: where reaching an accuracy target at all is in doubt) the
-    longest run of the recipe; otherwise the ranking's order among equals."""
-    def key(i: int) -> tuple[float, int, int]:
+    longest run of the recipe up to :data:`BEST_SHOT_MAX_EPOCHS`, as for best shots; otherwise the
+    ranking's order among equals."""
+    def key(i: int) -> tuple[float, int, bool, int]:
         wins = int((cands[i].transfer or {}).get("wins") or 0)
-        return -(beats.get(i) or 0.0), -wins, -cands[i].config.epochs if longest else 0
+        epochs = cands[i].config.epochs
+        return -(beats.get(i) or 0.0), -wins, longest and epochs > BEST_SHOT_MAX_EPOCHS, -epochs if longest else 0
 
     return sorted(idx, key=key)
 
