@@ -232,6 +232,7 @@ def recommend(
         cands, workload, view[0], surrogate, overrides=view[1]))
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
     reasons = extrapolation(kb, workload, target)
+    level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)  # data the table does not hold
     known = surrogate.meta.get("workloads")
     new_workload = None
     new_dataset = False
@@ -277,7 +278,7 @@ def recommend(
     if ceiling is not None:
         _cap_at_ceiling(a, ~is_measured & ~acc_measured, ceiling, MEASURED_ACCURACY_NOISE)
     whole: dict[int, tuple[float, float, float]] = {}  # the whole schedule's time, where a time is to the target
-    if to_target is not None:  # a predicted time is to the first epoch reaching the target, from the curve model
+    if to_target is not None and not level_unknown:  # a predicted time to the first epoch reaching it, from the curve
         whole = times_to_target(cands, np.flatnonzero(~is_measured & ~acc_measured & (a[2] >= to_target)), t, a,
                                 a_band, to_target, surrogate, lambda cs, read: encode_candidates(
                                     cs, workload, view[0], surrogate, overrides=view[1], reading=read))
@@ -316,7 +317,6 @@ def recommend(
             if not eligible.any():
                 raise ConstraintError(_impossible(constraints, t, a, p))
         except ConstraintError:
-            level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)
             reachable = _reachable(workload.landmark, surrogate)
             shots = _best_shots(constraints, level_unknown, t, a, m,
                                 ceiling=1.0 - 1.0 / max(1, workload.test_samples), always=trusted,
@@ -413,7 +413,9 @@ def recommend(
     if stop_at:
         notes.append(f"Each run stops at the first epoch reaching test accuracy {to_target:g} (--stop-at-accuracy): "
                      f"a measured run's time is its time to the target, read from its curve; a predicted time is "
-                     f"read from the predicted curve (the whole schedule's where the curve reaches it only at its end).")
+                     + ("the whole schedule's (on data the table does not hold the curve's level is not known)."
+                        if level_unknown else "read from the predicted curve (the whole schedule's where the curve "
+                                              "reaches it only at its end)."))
 
     def choice(i: int, rank_: int) -> Choice:
         cand = cands[i]

@@ -101,3 +101,12 @@ def test_a_target_question_predicts_the_time_to_the_target_and_keeps_the_whole_r
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert any(c["schedule_time_s"] is not None for c in [*data["choices"], data["baseline"]])
+
+
+def test_on_data_the_table_does_not_hold_the_whole_schedules_time_is_kept(shipped: tuple[Path, Path]) -> None:
+    """There the curve's level is not known: a time read from it would be a guess at the level."""
+    rec = rc.recommend("fashion-mnist", table=shipped[0], model_dir=shipped[1], profile=CPU_PROFILE,
+                       candidates_per_framework=100, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast", top=5)
+    assert rec.extrapolation and rec.choices
+    assert all(c.schedule_time_s is None for c in [*rec.choices, rec.baseline] if c is not None)
+    assert any("the whole schedule's (on data the table does not hold" in w for w in rec.warnings)
