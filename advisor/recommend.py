@@ -227,9 +227,9 @@ def recommend(
     x = encode_candidates(cands, workload, target, surrogate)
     # With the device model, time and memory come from physics and accuracy from the same runs on
     # a CPU (accuracy does not depend on the device at equal config): one prediction either way.
-    view = (target, None) if device is None else (Target("cpu", 1, hardware_id="", gemm_gflops={}), CPU_VIEW)
+    view, view_overrides = (target, None) if device is None else (Target("cpu", 1, hardware_id="", gemm_gflops={}), CPU_VIEW)
     pred = surrogate.predict_matrix(x if device is None else encode_candidates(
-        cands, workload, view[0], surrogate, overrides=view[1]))
+        cands, workload, view, surrogate, overrides=view_overrides))
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
     reasons = extrapolation(kb, workload, target)
     level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)  # data the table does not hold
@@ -281,7 +281,7 @@ def recommend(
     if to_target is not None and not level_unknown:  # a predicted time to the first epoch reaching it, from the curve
         whole = times_to_target(cands, np.flatnonzero(~is_measured & ~acc_measured & (a[2] >= to_target)), t, a,
                                 a_band, to_target, surrogate, lambda cs, read: encode_candidates(
-                                    cs, workload, view[0], surrogate, overrides=view[1], reading=read))
+                                    cs, workload, view, surrogate, overrides=view_overrides, reading=read))
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
     # on its band's conservative side (the default and the portfolio included).
     trusted = is_measured if is_measured.any() else np.array([c.source in TRUSTED_SOURCES for c in cands])

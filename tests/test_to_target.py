@@ -90,11 +90,10 @@ def test_a_target_question_predicts_the_time_to_the_target_and_keeps_the_whole_r
         assert c.time_s.lo <= c.time_s.mid <= c.time_s.hi
     assert any(c.time_s.mid < c.schedule_time_s.mid for c in read)
     assert any("read from the predicted curve" in w for w in rec.warnings)
-    # the ranking is on the time to the target: the fastest there first, among the predicted ones
-    # that are as likely to get there
+    # a time bound is not a target: its runs do not stop, and no curve is read
     bound = rc.recommend("mnist", table=shipped[0], model_dir=shipped[1], profile=CPU_PROFILE,
                          candidates_per_framework=100, constraints=rc.Constraints(max_time_s=600.0), top=5)
-    assert all(c.schedule_time_s is None for c in bound.choices)  # a time bound reads no curve
+    assert all(c.schedule_time_s is None for c in bound.choices)
     result = CliRunner().invoke(app, ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]),
                                       "--candidates", "100", "--dataset", "mnist", "--target-accuracy", "80%",
                                       "--top", "10", "--json"])

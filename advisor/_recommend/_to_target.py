@@ -64,7 +64,7 @@ def times_to_target(cands: list[Candidate], rows: np.ndarray, t: list[np.ndarray
     x = encode(probes, ([k for _, k in owner], spans))
     band = surrogate.predict_matrix(x, objectives=("test_accuracy",))["test_accuracy"]
     curve = [np.asarray(band.lo, dtype=float), np.asarray(band.mid, dtype=float), np.asarray(band.hi, dtype=float)]
-    raw = (raw.lo, raw.mid, raw.hi)
+    final = (raw.lo, raw.mid, raw.hi)
     whole: dict[int, tuple[float, float, float]] = {}
     at = 0
     while at < len(owner):
@@ -77,7 +77,7 @@ def times_to_target(cands: list[Candidate], rows: np.ndarray, t: list[np.ndarray
         before = (float(t[0][i]), float(t[1][i]), float(t[2][i]))
         # the time's lower edge from the accuracy's upper edge, and so on
         for edge, acc in ((0, 2), (1, 1), (2, 0)):
-            reading = curve[acc][at:end] + (float(a[acc][i]) - float(raw[acc][i]))
+            reading = curve[acc][at:end] + (float(a[acc][i]) - float(final[acc][i]))
             hit = np.flatnonzero(reading >= target)
             if len(hit):
                 t[edge][i] = before[edge] * ks[hit[0]] / epochs
