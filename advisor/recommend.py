@@ -38,7 +38,7 @@ from advisor._recommend._baseline import (
     same_workload_rows,
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
-from advisor._recommend._filling import add_filling_runs
+from advisor._recommend._filling import add_filling_runs, bounded_by_budget
 from advisor._recommend._portfolio import build_portfolio, load_portfolio, transfer_probability
 from advisor._recommend._evidence import (
     EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, own_evidence, widen,
@@ -293,7 +293,8 @@ def recommend(
     trusted = trusted | acc_measured
     a_c = np.where(trusted, a[1], a[0])
     m_c = np.where(trusted, m[1], m[2])
-    p = probability(constraints, tuple(t), tuple(a), tuple(m))
+    p = probability(constraints, tuple(t), tuple(a), tuple(m), time_bounded=None if constraints.max_time_s is None
+                    else bounded_by_budget(cands, t[2], constraints.max_time_s))
     has_bounds = any(v is not None for v in (constraints.max_time_s, constraints.min_accuracy,
                                               constraints.max_memory_mb))
     confidence = None

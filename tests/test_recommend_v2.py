@@ -356,11 +356,26 @@ def test_filling_runs_take_the_family_epoch_time_and_its_accuracy_at_the_epochs_
     assert len(extra) == 1 and extra[0].source == "default" and extra[0].config.time_budget_s == 60.0  # the draw has none
     assert extra[0].config.epochs == 7  # 60 // 8: the most epochs that may fit, the schedule's first plan
     lo, mid, hi = tb[0]
-    assert mid == pytest.approx(60.0) and hi == pytest.approx(60.0) and lo == pytest.approx(56.0) and hi <= 60.0
+    # it stops before the epoch that would overrun 60 s, so it ends within one epoch of it: 45 s (60 - 15) at
+    # the slow edge, 55 s (60 - 10 / 2) in the middle, never after 60 s
+    assert (lo, mid, hi) == (pytest.approx(45.0), pytest.approx(55.0), pytest.approx(60.0))
     # accuracy: the family's at 6 epochs (the middle fit), its low edge at 4 (60 // 15), its high at 6 (<= 7)
     assert ab[0] == pytest.approx([0.54, 0.66, 0.76])
     assert mb[0] == [100.0, 110.0, 120.0] and cands[bases[0]].config.epochs == 6
     assert filling_runs(cands, t, a, m, 5.0)[0] == []  # not one epoch fits at the median
+    # such a run meets the time bound for certain, unless one epoch at the slow edge may not fit;
+    # a run without a budget is left to its band (here its slow edge is the bound: 90%)
+    from advisor._recommend._constraints import probability
+    from advisor._recommend._filling import bounded_by_budget
+
+    runs = extra + cands[:1]
+    assert bounded_by_budget(runs, np.array([60.0, 8.0]), 60.0).tolist() == [True, False]
+    assert bounded_by_budget(extra, np.array([75.0]), 60.0).tolist() == [False]
+    bands = tuple(np.array([tb[0][q], 40.0 + 10.0 * q]) for q in range(3))
+    p = probability(rc.Constraints(max_time_s=60.0), bands, bands, bands,
+                    time_bounded=bounded_by_budget(runs, bands[2], 60.0))
+    unbounded = probability(rc.Constraints(max_time_s=60.0), bands, bands, bands)
+    assert p.tolist() == [1.0, pytest.approx(0.9)] and unbounded[0] == pytest.approx(0.9)
 
 
 def test_predictions_stay_under_what_was_measured_on_the_dataset() -> None:

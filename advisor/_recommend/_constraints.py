@@ -79,16 +79,18 @@ def _p_below(bound: float, lo: np.ndarray, mid: np.ndarray, hi: np.ndarray, *, l
 
 def probability(c: Constraints, t: tuple[np.ndarray, np.ndarray, np.ndarray],
                 a: tuple[np.ndarray, np.ndarray, np.ndarray],
-                m: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+                m: tuple[np.ndarray, np.ndarray, np.ndarray], *, time_bounded: np.ndarray | None = None) -> np.ndarray:
     """The probability that each row meets every bound of ``c``, read from its bands (lo, mid, hi).
 
     Each figure is taken as normally distributed (time and memory log-normally) with the band's
     edges as its 10% and 90% quantiles, each side of the median spread separately; the figures are
-    taken as independent, so the probabilities multiply. 1 where ``c`` has no bound.
+    taken as independent, so the probabilities multiply. 1 where ``c`` has no bound. Rows of
+    ``time_bounded`` meet the time bound for certain (a run that stops itself before it).
     """
     p = np.ones(len(t[1]))
     if c.max_time_s is not None:
-        p = p * _p_below(c.max_time_s, *t, log=True)
+        p_time = _p_below(c.max_time_s, *t, log=True)
+        p = p * (p_time if time_bounded is None else np.where(time_bounded, 1.0, p_time))
     if c.min_accuracy is not None:
         p = p * (1.0 - _p_below(c.min_accuracy, *a, log=False))
     if c.max_memory_mb is not None:

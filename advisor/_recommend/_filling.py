@@ -11,8 +11,9 @@ end where the budget does: the approach of budgeted training (Li, Yumer and Rama
 portfolio), the same recipe with ``time_budget_s = T``. Its figures come from the family's own
 predictions: the epochs that fit at the time band's low, middle and high edge give the band of
 epochs it will run (at most the family's longest run), its accuracy is the family's at those run
-lengths (the middle at the middle, the low edge at the fewest epochs), and its time is those
-epochs' time, within ``T`` unless even one epoch may not fit.
+lengths (the middle at the middle, the low edge at the fewest epochs), and its time ends within one
+epoch of ``T`` where the budget stops it (the family's whole run where that fits, one epoch where
+even that may not).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from advisor._recommend._candidates import Candidate, family_key
 
-__all__ = ["FILLING_SOURCES", "filling_runs", "add_filling_runs"]
+__all__ = ["FILLING_SOURCES", "filling_runs", "add_filling_runs", "bounded_by_budget"]
 
 #: The candidate sources whose epoch-grid families get a run that fills the time bound.
 FILLING_SOURCES = ("default", "portfolio")
@@ -35,6 +36,26 @@ def _at_most(epochs: np.ndarray, values: np.ndarray, e: int) -> float | None:
     """The family's value at its longest run of at most ``e`` epochs (None when it has none)."""
     ok = epochs <= e
     return float(values[ok][np.argmax(epochs[ok])]) if ok.any() else None
+
+
+def _run_end(max_time_s: float, per: float, fit: int, cap: int) -> tuple[float, float, float]:
+    """When a run of ``per`` seconds an epoch, under a budget of ``max_time_s``, ends: earliest, median, latest.
+
+    Where the budget stops it (fewer epochs fit than the family's longest run), it stops before the
+    epoch that would overrun the bound, so it ends within one epoch of it: ``T - per`` to ``T``,
+    ``T - per / 2`` in the middle. Otherwise it runs its whole length (or its one epoch that may not fit).
+    """
+    if 1 <= fit < cap:
+        return max_time_s - per, max_time_s - per / 2, max_time_s
+    whole = min(max(fit, 1), cap) * per
+    return whole, whole, whole
+
+
+def bounded_by_budget(cands: list[Candidate], hi: np.ndarray, max_time_s: float) -> np.ndarray:
+    """Rows whose time cannot exceed ``max_time_s``: runs under a budget of at most it, whose band's
+    slow edge fits one epoch in it (the run stops itself before the bound)."""
+    budgets = np.array([c.config.time_budget_s or math.inf for c in cands], dtype=float)
+    return (budgets <= max_time_s) & (np.asarray(hi) <= max_time_s)
 
 
 def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray], m: list[np.ndarray],
@@ -77,8 +98,8 @@ def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray
         config = dataclasses.replace(base.config, epochs=most, time_budget_s=float(max_time_s))
         out.append(Candidate(config, base.source, None, model=base.model, transfer=base.transfer))
         bases.append(near)
-        times = [min(max(fit[0], 1), cap) * per[0], mid * per[1], few * per[2]]
-        bands[0].append([min(times), times[1], max(times)])
+        ends = [_run_end(max_time_s, per[q], fit[q], cap) for q in range(3)]
+        bands[0].append([min(e[0] for e in ends), ends[1][1], max(e[2] for e in ends)])
         bands[1].append([min(acc[0], acc[1]), acc[1], max(acc[1], acc[2])])
         bands[2].append([float(m[q][near]) for q in range(3)])
     return out, bases, *bands  # type: ignore[return-value]
