@@ -544,6 +544,12 @@ def test_grouped_cross_validation_on_a_learnable_table(table_path: Path) -> None
     for f in result.figures:
         assert f.coverage is not None and 0.0 <= f.coverage <= 1.0
         assert f.spearman is None or -1.0 <= f.spearman <= 1.0
+    # each held-out dataset alone: its rows add up to the pooled figure's, and their error averages to it
+    groups = time_lodo.by_group
+    assert set(groups) == set(table.columns["dataset_name"]) and time_rand.by_group == {}
+    assert sum(g["n_rows"] for g in groups.values()) == time_lodo.n_rows
+    pooled = sum(g["mape"] * g["n_rows"] for g in groups.values()) / time_lodo.n_rows
+    assert pooled == pytest.approx(time_lodo.mape)
     # one CPU profile only: no hardware-held-out scheme
     assert result.get("train_time_s", "leave-one-hardware-out") is None
     assert any("leave-one-hardware-out" in s for s in result.skipped)
@@ -562,11 +568,14 @@ def test_cross_validation_exposes_an_unlearnable_target(table_path: Path) -> Non
 
 def test_model_card(fitted: sg.Surrogate, table_path: Path, tmp_path: Path) -> None:
     table = kb.read(table_path)
-    result = sg.evaluate(table.columns, num_boost_round=30, schemes=("random-5-fold",))
+    result = sg.evaluate(table.columns, num_boost_round=30, schemes=("random-5-fold", "leave-one-dataset-out"),
+                         objectives=("train_time_s",))
     path = sg.model_card(result, meta={**fitted.meta, "advisor_version": "0.1.0"},
                          summary=kb.summarize(table), path=tmp_path / "MODEL_CARD.md")
     text = path.read_text()
     assert "| train_time_s | random-5-fold | 5 |" in text
+    for name in set(table.columns["dataset_name"]):  # each held-out dataset's own row
+        assert f"| train_time_s | leave-one-dataset-out | {name} |" in text
     assert fitted.meta["table_sha256"] in text
     assert "Where not to trust it" in text and "digits" in text
     assert "landmark" in text and "time_baseline" in text

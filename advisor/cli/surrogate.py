@@ -109,6 +109,9 @@ def evaluate_command(
     for f in result.figures:
         view.add_row(f.objective, f.scheme, str(f.n_folds), str(f.n_rows), _fmt(f.spearman), _fmt(f.mape, True),
                      _fmt(f.mae), _fmt(f.coverage, True))
+        for name, g in f.by_group.items():  # each held-out dataset, size or device alone
+            view.add_row("", f"  {name} held out", "1", str(g["n_rows"]), _fmt(g["spearman"]), _fmt(g["mape"], True),
+                         _fmt(g["mae"]), _fmt(g["coverage"], True), style="dim")
     out.print(view)
     tta = result.time_to_accuracy
     if tta:

@@ -174,6 +174,14 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
             f"| {f.objective} | {f.scheme} | {f.n_folds} | {f.n_rows} | {_fmt(f.spearman)} | "
             f"{_fmt(f.mape, True)} | {_fmt(f.mae)} | {_fmt(f.coverage, True)} |"
         )
+    grouped = [f for f in evaluation.figures if f.by_group]
+    if grouped:
+        lines += ["", "Each held-out group alone (a dataset held out is what a user's own dataset meets):", "",
+                  "| objective | scheme | held out | rows | Spearman rho | MAPE | MAE | 10-90% coverage |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {f.objective} | {f.scheme} | {name} | {g['n_rows']} | {_fmt(g['spearman'])} | "
+                  f"{_fmt(g['mape'], True)} | {_fmt(g['mae'])} | {_fmt(g['coverage'], True)} |"
+                  for f in grouped for name, g in f.by_group.items()]
     if evaluation.skipped:
         lines += ["", "Not evaluated: " + "; ".join(evaluation.skipped) + "."]
     if evaluation.noise:

@@ -55,6 +55,9 @@ class Figures:
         mape: Mean absolute percentage error (time, memory), as a fraction.
         mae: Mean absolute error (accuracy).
         coverage: Fraction of measurements inside the predicted 10-90% band.
+        by_group: The same figures for each held-out group alone (``{name: {"n_rows", "spearman",
+            "mape", "mae", "coverage"}}``), for the schemes that hold out a named group (a dataset,
+            a training size, a device); empty for random folds.
     """
 
     objective: str
@@ -65,6 +68,7 @@ class Figures:
     mape: float | None
     mae: float | None
     coverage: float | None
+    by_group: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,8 @@ def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def _groups(picked: Mapping[str, Sequence[Any]], scheme: str, seed: int) -> np.ndarray | None:
+def _groups(picked: Mapping[str, Sequence[Any]], scheme: str, seed: int) -> tuple[np.ndarray, list[str]] | None:
+    """Each row's fold and the folds' names (``None`` for random folds); ``None`` with fewer than two folds."""
     n = len(picked["trial_id"])
     if scheme == "leave-one-dataset-out":
         keys = [str(v) for v in picked["dataset_name"]]
@@ -160,31 +165,30 @@ def _groups(picked: Mapping[str, Sequence[Any]], scheme: str, seed: int) -> np.n
     else:
         folds = np.arange(n) % 5
         np.random.default_rng(seed).shuffle(folds)
-        return folds if n >= 5 else None
-    _, codes = np.unique(np.array(keys, dtype=object).astype(str), return_inverse=True)
-    return codes if codes.max(initial=0) >= 1 else None
+        return (folds, []) if n >= 5 else None
+    names, codes = np.unique(np.array(keys, dtype=object).astype(str), return_inverse=True)
+    return (codes, [str(v) for v in names]) if codes.max(initial=0) >= 1 else None
 
 
 def _subset(columns: Mapping[str, Sequence[Any]], idx: np.ndarray) -> dict[str, list[Any]]:
     return {k: [v[i] for i in idx] for k, v in columns.items()}
 
 
-def _figures(objective: str, scheme: str, y: np.ndarray, lo: np.ndarray, mid: np.ndarray,
-             hi: np.ndarray, n_folds: int) -> Figures:
-    if not len(y):
-        return Figures(objective, scheme, 0, n_folds, None, None, None, None)
+def _scores(objective: str, y: np.ndarray, lo: np.ndarray, mid: np.ndarray, hi: np.ndarray) -> dict[str, Any]:
     err = np.abs(mid - y)
     relative = objective in LOG_OBJECTIVES
-    return Figures(
-        objective=objective,
-        scheme=scheme,
-        n_rows=int(len(y)),
-        n_folds=n_folds,
-        spearman=spearman(mid, y),
-        mape=float(np.mean(err / y)) if relative else None,
-        mae=None if relative else float(np.mean(err)),
-        coverage=float(np.mean((lo <= y) & (y <= hi))),
-    )
+    return {"n_rows": int(len(y)), "spearman": spearman(mid, y),
+            "mape": float(np.mean(err / y)) if relative else None,
+            "mae": None if relative else float(np.mean(err)),
+            "coverage": float(np.mean((lo <= y) & (y <= hi)))}
+
+
+def _figures(objective: str, scheme: str, y: np.ndarray, lo: np.ndarray, mid: np.ndarray,
+             hi: np.ndarray, n_folds: int, by_group: dict[str, dict[str, Any]] | None = None) -> Figures:
+    if not len(y):
+        return Figures(objective, scheme, 0, n_folds, None, None, None, None)
+    return Figures(objective=objective, scheme=scheme, n_folds=n_folds, by_group=dict(by_group or {}),
+                   **_scores(objective, y, lo, mid, hi))
 
 
 def evaluate(
@@ -220,11 +224,13 @@ def evaluate(
             skipped.append(f"{objective}: only {len(y_all)} usable rows")
             continue
         for scheme in schemes:
-            groups = _groups(picked, scheme, seed)
-            if groups is None:
+            grouping = _groups(picked, scheme, seed)
+            if grouping is None:
                 skipped.append(f"{objective} / {scheme}: fewer than two groups")
                 continue
+            groups, names = grouping
             ys, los, mids, his = [], [], [], []
+            by_group: dict[str, dict[str, Any]] = {}
             n_folds = 0
             for g in np.unique(groups):
                 test = np.flatnonzero(groups == g)
@@ -238,12 +244,14 @@ def evaluate(
                 los.append(band.lo)
                 mids.append(band.mid)
                 his.append(band.hi)
+                if names:
+                    by_group[names[g]] = _scores(objective, ys[-1], band.lo, band.mid, band.hi)
                 n_folds += 1
             if not n_folds:
                 skipped.append(f"{objective} / {scheme}: no fold kept {MIN_ROWS} training rows")
                 continue
             figures.append(_figures(objective, scheme, np.concatenate(ys), np.concatenate(los),
-                                    np.concatenate(mids), np.concatenate(his), n_folds))
+                                    np.concatenate(mids), np.concatenate(his), n_folds, by_group))
     tta: dict[str, Any] = {}
     if "leave-one-dataset-out" in schemes and {"train_time_s", "test_accuracy"} <= set(objectives):
         tta = time_to_accuracy(columns, schema=schema, seed=seed, num_threads=num_threads,
