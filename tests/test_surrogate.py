@@ -581,6 +581,20 @@ def test_model_card(fitted: sg.Surrogate, table_path: Path, tmp_path: Path) -> N
     assert "landmark" in text and "time_baseline" in text
 
 
+def test_model_card_names_held_out_groups_whose_band_covers_too_little() -> None:
+    from advisor.surrogate._card import _narrow_groups
+    from advisor.surrogate.evaluate import Evaluation, Figures
+
+    groups = {"cifar10": {"n_rows": 40, "spearman": 0.9, "mape": 0.2, "mae": None, "coverage": 0.41},
+              "mnist": {"n_rows": 60, "spearman": 0.9, "mape": 0.1, "mae": None, "coverage": 0.98}}
+    pooled = Figures("peak_memory_mb", "leave-one-dataset-out", 100, 2, 0.9, 0.14, None, 0.75, by_group=groups)
+    lines = _narrow_groups(Evaluation(table="t", n_rows=100, figures=(pooled,), skipped=()))
+    assert len(lines) == 1 and "peak_memory_mb with cifar10 held out (41.0%)" in lines[0] and "mnist" not in lines[0]
+    covered = Figures("peak_memory_mb", "leave-one-dataset-out", 60, 1, 0.9, 0.1, None, 0.98,
+                      by_group={"mnist": groups["mnist"]})
+    assert _narrow_groups(Evaluation(table="t", n_rows=60, figures=(covered,), skipped=())) == []
+
+
 def test_repeat_noise_is_the_spread_of_one_config_over_seeds() -> None:
     from advisor.surrogate.evaluate import repeat_noise
 

@@ -88,6 +88,8 @@ def evaluate_command(
 ) -> None:
     """Grouped cross-validation: leave one dataset / training size / hardware target out, random 5-fold.
 
+    Each held-out group is also scored alone (--json: by_group), so a pooled figure cannot hide one.
+
     Example: advisor surrogate evaluate --table kb.csv.gz --card surrogate/MODEL_CARD.md
     """
     from advisor import knowledge

@@ -112,6 +112,18 @@ def _fmt(value: float | None, pct: bool = False) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
 
 
+def _narrow_groups(evaluation: Evaluation, floor: float = 0.7) -> list[str]:
+    """A line naming the held-out groups whose band alone covers less than ``floor`` (a pooled
+    coverage can hide them), or none."""
+    narrow = [f"{f.objective} with {name} held out ({_fmt(g['coverage'], True)})"
+              for f in evaluation.figures for name, g in f.by_group.items()
+              if g.get("coverage") is not None and g["coverage"] < floor]
+    if not narrow:
+        return []
+    return [f"- Held out alone, these bands cover less than {100 * floor:.0f}% (the pooled figure above hides "
+            f"them): {'; '.join(narrow)}. Read their predictions on such a dataset as rougher than the band says."]
+
+
 def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapping[str, Any],
                path: str | Path) -> Path:
     """Write ``MODEL_CARD.md``: what the surrogate was trained on, its figures, where not to trust it.
@@ -244,6 +256,7 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         "- Frameworks, models or epoch counts outside the measured ranges; trees do not extrapolate, they",
         "  flatten, so times beyond the largest measured ones are underestimated.",
         "- A coverage well below 80% above means the bands are too narrow for that kind of transfer.",
+        *_narrow_groups(evaluation),
         "- Datasets without a landmark (a user's .npz before `advisor datasets landmark` has scored it):",
         "  the accuracy model uses the median landmark of its training rows instead, so its accuracy is",
         "  predicted as if the dataset were of middling difficulty.",
