@@ -73,15 +73,24 @@ def _vehicles(labels: np.ndarray) -> np.ndarray:
     return np.isin(labels, (0, 1, 8, 9)).astype(np.int64)
 
 
-def _cifar10_derived(path: Path, transform: Any = lambda x: x, relabel: Any = lambda y: y) -> None:
+def _upsized(images: np.ndarray, side: int = 48) -> np.ndarray:
+    """uint8 images (N, H, W, C) at ``side`` x ``side``, nearest neighbour."""
+    rows, cols = np.arange(side) * images.shape[1] // side, np.arange(side) * images.shape[2] // side
+    return images[:, rows][:, :, cols]
+
+
+def _cifar10_derived(path: Path, transform: Any = lambda x: x, relabel: Any = lambda y: y,
+                     n_train: int | None = None, n_test: int | None = None) -> None:
+    """The CIFAR-10 copy (its first ``n_train`` training and ``n_test`` test images; all by default),
+    ``transform``-ed and ``relabel``-led, as a user's .npz."""
     from advisor._datasets.readers import read_cifar_binary
 
     folder = SHARED / DATA_DIRS["cifar10"]
     parts = [read_cifar_binary(f)[:2] for f in sorted(folder.glob("data_batch_*.bin"))]
     x_test, y_test, _ = read_cifar_binary(folder / "test_batch.bin")
-    np.savez(path, x_train=transform(np.concatenate([x for x, _ in parts])),
-             y_train=relabel(np.concatenate([y for _, y in parts]).astype(np.int64)),
-             x_test=transform(x_test), y_test=relabel(np.asarray(y_test, dtype=np.int64)))
+    x, y = np.concatenate([x for x, _ in parts])[:n_train], np.concatenate([y for _, y in parts])[:n_train]
+    np.savez(path, x_train=transform(x), y_train=relabel(y.astype(np.int64)),
+             x_test=transform(x_test[:n_test]), y_test=relabel(np.asarray(y_test, dtype=np.int64)[:n_test]))
 
 
 def _idx_pair(name: str, part: str) -> tuple[np.ndarray, np.ndarray]:
@@ -112,25 +121,13 @@ def _mnist_fashion20(path: Path) -> None:
              x_test=parts["t10k"][0][:10000], y_test=parts["t10k"][1][:10000])
 
 
-def _cifar10_48px(path: Path) -> None:
-    """The CIFAR-10 copy's first training batch (10,000 images) and first 5,000 test images at 48x48
-    (nearest-neighbour, 1.5x): a larger input than any trial's, at 2.25 times the pixels."""
-    from advisor._datasets.readers import read_cifar_binary
-
-    folder = SHARED / DATA_DIRS["cifar10"]
-    x, y, _ = read_cifar_binary(folder / "data_batch_1.bin")
-    x_test, y_test, _ = read_cifar_binary(folder / "test_batch.bin")
-    rows = np.arange(48) * 32 // 48
-    np.savez(path, x_train=x[:, rows][:, :, rows], y_train=np.asarray(y, dtype=np.int64),
-             x_test=x_test[:5000][:, rows][:, :, rows], y_test=np.asarray(y_test, dtype=np.int64)[:5000])
-
-
 #: Workloads in no file of the table, derived from a local copy: name -> writer of its .npz.
 DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            "cifar10-16px": lambda path: _cifar10_derived(path, _halved),
            "cifar10-vehicles": lambda path: _cifar10_derived(path, relabel=_vehicles),
            "fashion-mnist-small": _fashion_small, "mnist-fashion20": _mnist_fashion20,
-           "cifar10-48px": _cifar10_48px}
+           # the first training batch and 5,000 test images at 48x48: 2.25 times the pixels of any trial
+           "cifar10-48px": lambda path: _cifar10_derived(path, _upsized, n_train=10000, n_test=5000)}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
