@@ -52,7 +52,7 @@ from advisor._recommend._rules import (
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
     best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
-    impossible as _impossible, order as _order,
+    impossible as _impossible, order as _order, past_cap as _past_cap,
     monotone_over_epochs as _monotone_over_epochs, p_better as _p_better, reachable as _reachable,
     robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
 )
@@ -332,6 +332,7 @@ def recommend(
     if not eligible.any():
         raise ConstraintError(f"No configuration fits the {device.memory_gib:g} GiB of {device.name}."
                               if device is not None else "No configuration meets the constraints.")
+    past = _past_cap(cands, np.array([whole[i][2] if i in whole else t[2][i] for i in range(len(cands))]))
     if best_shot:
         # The level is unknown but the ranking of configurations transfers: the highest predicted
         # accuracy first (a random draw on its band's low side). Among those within BEST_SHOT_TIE
@@ -339,7 +340,7 @@ def recommend(
         # often flat (the learning-curve prior holds them level), and the shortest of a flat family
         # is the worst shot at a target, not an equal one.
         idx = np.flatnonzero(eligible)
-        within = np.array([cands[i].config.epochs <= BEST_SHOT_MAX_EPOCHS for i in idx])
+        within = ~past[idx]
         idx = idx[within] if within.any() else idx
         level = np.floor((a_c[idx].max() - a_c[idx]) / BEST_SHOT_TIE)
         run = np.array([whole[int(i)][1] if int(i) in whole else t_c[i] for i in idx])  # the whole run, not to the target
@@ -373,7 +374,7 @@ def recommend(
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
     reach = accuracy_only and (unsure or best_shot)
     # the surest record first, then the one that won most; the ranking's order among equals
-    robust = _robust_first(robust, cands, beats, longest=reach)
+    robust = _robust_first(robust, cands, beats, longest=reach, past=past)
     reference = robust[:1] or baseline_idx[:1]
     if reference and order and cands[order[0]].source != "measured" and order[0] != reference[0] \
             and not (cands[order[0]].source == "default" and not robust) and prefer != "lean":

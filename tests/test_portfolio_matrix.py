@@ -247,6 +247,30 @@ def test_where_reaching_a_target_is_in_doubt_the_robust_recipes_longest_run_goes
     assert robust_first([0, 1, 2, 3], longer, {**beats, 3: 0.8}, longest=True) == [1, 2, 0, 3]
 
 
+def test_a_longer_schedule_that_costs_seconds_is_the_better_shot_at_a_target_in_doubt() -> None:
+    """Past BEST_SHOT_MAX_EPOCHS a run is left to last only where it may take more than
+    BEST_SHOT_CHEAP_S: on data whose epochs take a tenth of a second, 60 epochs go first."""
+    from advisor._recommend._baseline import obvious_default
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._rules import BEST_SHOT_CHEAP_S, past_cap, robust_first
+    from advisor._recommend._workload import Target
+
+    target = Target("cpu", 1)
+    record = {"wins": 3, "ties": 0, "losses": 0}
+    cands = [Candidate(dataclasses.replace(obvious_default("torch", target, e), optimizer="momentum", momentum=0.9),
+                       "portfolio", None, model="bn_cnn_w8", transfer=record) for e in (10, 30, 60)]
+    beats = {0: 0.8, 1: 0.8, 2: 0.8}
+    fast = np.array([1.0, 3.0, 6.0])  # upper edges of the whole runs, seconds
+    slow = fast * 30  # 60 epochs now take three minutes
+    assert past_cap(cands, fast).tolist() == [False, False, False]
+    assert past_cap(cands, slow).tolist() == [False, False, True]
+    assert past_cap(cands, np.array([1.0, 3.0, BEST_SHOT_CHEAP_S])).tolist() == [False, False, False]
+    assert robust_first([0, 1, 2], cands, beats, longest=True, past=past_cap(cands, fast)) == [2, 1, 0]
+    assert robust_first([0, 1, 2], cands, beats, longest=True, past=past_cap(cands, slow)) == [1, 0, 2]
+    # without a time in doubt, the order among equals is the ranking's
+    assert robust_first([0, 1, 2], cands, beats, longest=False, past=past_cap(cands, fast)) == [0, 1, 2]
+
+
 def test_robust_recipes_are_shown_beside_an_unsure_default_on_unmeasured_data() -> None:
     from advisor._recommend._baseline import obvious_default
     from advisor._recommend._candidates import Candidate

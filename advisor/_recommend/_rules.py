@@ -12,7 +12,7 @@ from advisor._recommend._candidates import Candidate, family_key
 from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
-__all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
+__all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "monotone_over_epochs", "p_better", "order",
            "best_shots", "best_shot_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
@@ -25,6 +25,9 @@ BEST_SHOT_TIE = 0.005
 #: Best shots run at most this many epochs (the epoch grid goes further for time-bounded questions
 #: on data whose epochs take a second): without a time bound, the longest tied run is taken.
 BEST_SHOT_MAX_EPOCHS = 30
+#: ... unless the whole run is predicted (its band's upper edge) to take at most this long: where a
+#: longer schedule costs the user seconds, it is the better shot at a target that is in doubt.
+BEST_SHOT_CHEAP_S = 60.0
 #: Below :data:`~advisor._recommend._constraints.CONFIDENCE` for every candidate, the surest ones down to this probability are shown
 #: with a warning; below it for every candidate, the request is refused as impossible.
 UNSURE_FLOOR = 0.6
@@ -119,16 +122,24 @@ def robust_beside_default(eligible: np.ndarray, cands: list[Candidate], p_not_wo
     return eligible | robust
 
 
+def past_cap(cands: list[Candidate], t_hi: np.ndarray) -> np.ndarray:
+    """The runs best shots leave to last: longer than :data:`BEST_SHOT_MAX_EPOCHS` and possibly
+    slower than :data:`BEST_SHOT_CHEAP_S` (``t_hi``: the upper edge of each whole run's time)."""
+    return np.array([c.config.epochs > BEST_SHOT_MAX_EPOCHS for c in cands], dtype=bool) & (
+        np.asarray(t_hi, dtype=float) > BEST_SHOT_CHEAP_S)
+
+
 def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float | None], *,
-                 longest: bool) -> list[int]:
+                 longest: bool, past: np.ndarray | None = None) -> list[int]:
     """Robust candidates in the order they replace the default: the surest record first, then the
     one that won most, then (``longest``: where reaching an accuracy target at all is in doubt) the
-    longest run of the recipe up to :data:`BEST_SHOT_MAX_EPOCHS`, as for best shots; otherwise the
-    ranking's order among equals."""
+    longest run of the recipe short of ``past`` (:func:`past_cap`; without it, longer than
+    :data:`BEST_SHOT_MAX_EPOCHS`), as for best shots; otherwise the ranking's order among equals."""
     def key(i: int) -> tuple[float, int, bool, int]:
         wins = int((cands[i].transfer or {}).get("wins") or 0)
         epochs = cands[i].config.epochs
-        return -(beats.get(i) or 0.0), -wins, longest and epochs > BEST_SHOT_MAX_EPOCHS, -epochs if longest else 0
+        over = bool(past[i]) if past is not None else epochs > BEST_SHOT_MAX_EPOCHS
+        return -(beats.get(i) or 0.0), -wins, longest and over, -epochs if longest else 0
 
     return sorted(idx, key=key)
 
