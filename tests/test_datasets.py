@@ -266,6 +266,29 @@ def test_npz_grey_arrays_get_a_channel_axis(tmp_path: Path) -> None:
     assert data.variant.startswith("npz (sha256 ")
 
 
+def test_npz_channels_first_images_are_read_as_nhwc(tmp_path: Path) -> None:
+    """``x.numpy()`` of a torch batch is (N, C, H, W): read the same images as their NHWC copy."""
+    from advisor._datasets.readers import channels_first
+
+    rng = np.random.default_rng(0)
+    nhwc = rng.integers(0, 255, (30, 8, 6, 3), dtype=np.uint8)
+    test = rng.integers(0, 255, (9, 8, 6, 3), dtype=np.uint8)
+    y, y_test = np.arange(30) % 3, np.arange(9) % 3
+    plain = write_npz(tmp_path / "nhwc.npz", x_train=nhwc, y_train=y, x_test=test, y_test=y_test)
+    first = write_npz(tmp_path / "nchw.npz", x_train=nhwc.transpose(0, 3, 1, 2), y_train=y,
+                      x_test=test.transpose(0, 3, 1, 2), y_test=y_test)
+    assert get_info(str(first)).input_shape == get_info(str(plain)).input_shape == (8, 6, 3)
+    a, b = load(Workload(dataset=str(plain), model="mlp")), load(Workload(dataset=str(first), model="mlp"))
+    assert b.x_train.shape == (30, 8, 6, 3) and np.array_equal(a.x_train, b.x_train)
+    assert np.array_equal(a.x_test, b.x_test)
+    # NHWC stays as it is, whatever its height: only a channel count second and none last is channels-first
+    assert not channels_first((5, 3, 32, 3)) and not channels_first((5, 32, 32, 1)) and not channels_first((5, 3, 4))
+    assert channels_first((5, 1, 28, 28)) and channels_first((5, 3, 32, 32)) and channels_first((5, 4, 9, 9))
+    mixed = write_npz(tmp_path / "mixed.npz", x_train=nhwc.transpose(0, 3, 1, 2), y_train=y, x_test=test,
+                      y_test=y_test)
+    assert get_info(str(mixed)).input_shape == (8, 6, 3)  # each array read in its own layout
+
+
 def test_npz_float_images_and_label_checks(tmp_path: Path) -> None:
     x = np.linspace(0, 1, 10 * 4 * 4 * 2, dtype=np.float64).reshape(10, 4, 4, 2)
     ok = write_npz(tmp_path / "ok.npz", x_train=x, y_train=np.arange(10) % 2, x_test=x[:4], y_test=np.arange(4) % 2)

@@ -279,7 +279,7 @@ def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
 # ----------------------------------------------------------------------------------------- npz
 
 _NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...) using numeric "
-            "arrays: images (N, H, W) or (N, H, W, C), labels integers 0..C-1")
+            "arrays: images (N, H, W), (N, H, W, C) or (N, C, H, W), labels integers 0..C-1")
 
 
 def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -322,13 +322,31 @@ def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     return headers
 
 
+#: Channel counts an image can have (grey, grey and alpha, RGB, RGBA).
+_CHANNELS = (1, 2, 3, 4)
+
+
+def channels_first(shape: tuple[int, ...]) -> bool:
+    """Whether a 4-D image array's ``shape`` is PyTorch's ``(N, C, H, W)``, not ``(N, H, W, C)``:
+    its second axis is a channel count and its last is not (an RGB image 3 pixels wide is not an
+    image anyone trains on, while ``x.numpy()`` of a torch batch is channels-first)."""
+    return len(shape) == 4 and shape[1] in _CHANNELS and shape[3] not in _CHANNELS
+
+
+def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """One sample's ``(H, W, C)`` of a 3-D or 4-D image array's ``shape``, whatever its layout."""
+    if len(shape) == 3:
+        return (*shape[1:], 1)
+    return (shape[2], shape[3], shape[1]) if channels_first(shape) else tuple(shape[1:])
+
+
 def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
     xs = {k: headers[k][0] for k in ("x_train", "x_test")}
     for key, shape in xs.items():
         if len(shape) not in (3, 4) or 0 in shape:
-            raise file_error(path, f"array {key} has shape {shape}; expected (N, H, W) or (N, H, W, C) with "
+            raise file_error(path, f"array {key} has shape {shape}; expected (N, H, W), (N, H, W, C) or (N, C, H, W) with "
                                    "no empty axis", _NPZ_FIX)
-    sample = {k: (s[1:] if len(s) == 4 else (*s[1:], 1)) for k, s in xs.items()}
+    sample = {k: _nhwc(s) for k, s in xs.items()}
     if sample["x_train"] != sample["x_test"]:
         raise file_error(path, f"x_train samples {sample['x_train']} and x_test samples {sample['x_test']} "
                                "differ in shape", _NPZ_FIX)
@@ -371,9 +389,8 @@ def npz_info(path: Path):  # type: ignore[no-untyped-def]  # -> DatasetInfo (imp
     _check_npz_shapes(path, headers)
     ys = _load_npz_arrays(path, ("y_train", "y_test"))
     xshape = headers["x_train"][0]
-    channels = xshape[3] if len(xshape) == 4 else 1
     return DatasetInfo(
-        name=str(path), input_shape=(xshape[1], xshape[2], channels),
+        name=str(path), input_shape=_nhwc(xshape),  # type: ignore[arg-type]
         num_classes=_num_classes(path, ys["y_train"], ys["y_test"]),
         train_size=xshape[0], test_size=headers["x_test"][0][0], synthetic=False,
         source=str(Path(path).resolve()), description="user arrays from an .npz file",
@@ -383,7 +400,8 @@ def npz_info(path: Path):  # type: ignore[no-untyped-def]  # -> DatasetInfo (imp
 def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Read a user ``.npz`` with ``x_train``, ``y_train``, ``x_test``, ``y_test``.
 
-    Loaded with ``allow_pickle=False``; grey ``(N, H, W)`` images get a channel axis.
+    Loaded with ``allow_pickle=False``; grey ``(N, H, W)`` images get a channel axis, and
+    channels-first ``(N, C, H, W)`` images (:func:`channels_first`) are transposed to NHWC.
 
     Returns:
         ``(x_train, y_train, x_test, y_test, num_classes)``: images NHWC in their stored dtype,
@@ -400,6 +418,8 @@ def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.n
         x = arrays[key]
         if x.ndim == 3:
             x = x[..., np.newaxis]
+        elif channels_first(x.shape):
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             raise file_error(path, f"array {key} holds NaN or infinite values", _NPZ_FIX)
         arrays[key] = x
