@@ -205,7 +205,7 @@ def recommend(
     default_fw = "torch" if "torch" in usable else usable[0]
     cands += [Candidate(obvious_default(default_fw, target, e), "default", None, model=workload.model)
               for e in EPOCH_GRID]
-    cands += portfolio_candidates(portfolio, workload, target, usable, models, model is not None, exclude)
+    cands += portfolio_candidates(portfolio, workload, target, usable, models, model is not None, exclude, constraints.max_time_s)
     # Measured evidence counts for any model the user did not rule out (a model too rare in the
     # table for the surrogate to predict is still measured).
     evidence_models = {workload.model} if model is not None else set(kb["model"])

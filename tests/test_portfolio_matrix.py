@@ -123,6 +123,57 @@ def test_measured_portfolio_records_wins_against_the_default_and_a_refused_knob_
     assert held["workloads"] == ["digits", "mnist"] and held["wins"] == 2
 
 
+WIDE = {**STRONG, "model": "bn_cnn_w16", "learning_rate": 0.3}
+
+
+def test_a_longer_budgets_matrix_adds_its_own_records_and_the_recipes_that_win_given_time() -> None:
+    """Under 300 s the matrix is built from its 300 s runs alone: STRONG keeps its 60 s record and
+    gains a 300 s one, WIDE (which only wins given time) joins with its 300 s record only, and a
+    question takes the record of the longest budget within its bound."""
+    from advisor._recommend._portfolio import matrix_budgets, record_for
+
+    base = rows(240, seed=3) + _matrix(DEFAULT_ACC, STRONG_ACC, WEAK_ACC)
+    long_default = {"cifar10": 0.68, "digits": 0.96, "mnist": 0.988}
+    long_strong = {"cifar10": 0.72, "digits": 0.961, "mnist": 0.988}  # ties the default on two of three
+    long_wide = {"cifar10": 0.80, "digits": 0.99, "mnist": 0.994}
+    for d in DATASETS:
+        base += [_matrix_row(default_recipe(d), d, long_default[d], budget=300.0, train_time=290.0),
+                 _matrix_row(STRONG, d, long_strong[d], budget=300.0, train_time=290.0),
+                 _matrix_row(WIDE, d, long_wide[d], budget=300.0, train_time=290.0),
+                 # outside the matrix, WIDE is the table's best within 300 s but not within 60 s
+                 {**_matrix_row(WIDE, d, 0.9995, budget=0.0, train_time=200.0), "study": "test-study"}]
+    t = knowledge.Table.from_rows(base)
+    assert matrix_budgets(t) == [60.0, 300.0]
+    _, accuracy, default = measured_matrix(t)  # the base budget's runs alone, as before
+    assert default == pytest.approx(DEFAULT_ACC) and recipe_key(WIDE) not in accuracy
+    _, accuracy, default = measured_matrix(t, budget_s=300.0)
+    assert default == pytest.approx(long_default) and accuracy[recipe_key(WIDE)] == pytest.approx(long_wide)
+
+    portfolio = build_portfolio(t, None, size=2)
+    bare = [{k: v for k, v in r.items() if k not in ("transfer", "transfers")} for r in portfolio]
+    assert bare[0] == STRONG and WIDE in bare
+    strong, wide = portfolio[0], portfolio[bare.index(WIDE)]
+    assert [r["budget_s"] for r in strong["transfers"]] == [60.0, 300.0]
+    assert strong["transfer"]["budget_s"] == 60.0 and (strong["transfer"]["wins"], strong["transfer"]["ties"]) == (3, 0)
+    assert [r["budget_s"] for r in wide["transfers"]] == [300.0] and wide["transfers"][0]["wins"] == 3
+    # which record speaks for a question
+    assert record_for(strong, 30.0)["budget_s"] == 60.0  # the base budget speaks for shorter bounds, as before
+    assert record_for(strong, 120.0)["budget_s"] == 60.0
+    assert record_for(strong, 300.0)["budget_s"] == 300.0 and record_for(strong, None)["budget_s"] == 300.0
+    assert (record_for(strong, 300.0)["wins"], record_for(strong, 300.0)["ties"]) == (1, 2)
+    assert record_for(wide, 60.0) is None and record_for(wide, 600.0)["budget_s"] == 300.0
+    assert record_for({**STRONG, "transfer": strong["transfer"]}, None)["budget_s"] == 60.0  # a portfolio of old
+    assert record_for(STRONG, None) is None
+    # the candidates carry the record of the question's bound
+    from advisor._recommend._candidates import portfolio_candidates
+    from advisor._recommend._workload import Target, describe_workload
+
+    info = describe_workload("mnist")
+    for bound, budget in ((60.0, 60.0), (300.0, 300.0), (None, 300.0)):
+        cands = portfolio_candidates([strong], info, Target("cpu", 1), ["torch"], ["lenet5"], False, (), bound)
+        assert cands and {c.transfer["budget_s"] for c in cands} == {budget}
+
+
 def test_a_run_over_its_budget_counts_as_chance() -> None:
     t = knowledge.Table.from_rows(rows(120, seed=4) + [
         _matrix_row(default_recipe("mnist"), "mnist", 0.98),

@@ -168,7 +168,10 @@ def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
 
 def portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo, target: Target,
                           frameworks: Sequence[str], models: Sequence[str], model_given: bool,
-                          exclude: Any) -> list[Candidate]:
+                          exclude: Any, max_time_s: float | None = None) -> list[Candidate]:
+    """Each portfolio recipe over the epoch grid, with the measured record that speaks for a
+    question bounded by ``max_time_s`` (:func:`~advisor._recommend._portfolio.record_for`)."""
+    from advisor._recommend._portfolio import record_for
     from advisor.knobs import KNOBS, forced_by_model, knob_applies
     from advisor.records import Config
 
@@ -188,7 +191,7 @@ def portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo
                                         "threads": target.cores if device == "cpu" else 1})
             except Exception:  # noqa: BLE001 - a recipe this target cannot take
                 break
-            out.append(Candidate(cfg, "portfolio", None, model=mdl, transfer=recipe.get("transfer")))
+            out.append(Candidate(cfg, "portfolio", None, model=mdl, transfer=record_for(recipe, max_time_s)))
     return out
 
 

@@ -24,6 +24,14 @@ measurement noise more accurate in the same time budget): on a dataset the table
 is to beat or tie the default there, and a recipe that won somewhere and lost nowhere replaces it
 as the robust choice (see :func:`advisor.recommend.recommend`).
 
+**Longer budgets.** The matrix may also be run under longer budgets (``portfolio_matrix.py
+--budget 300``): a recipe that wins in 60 s is not the one that wins in five minutes, where a wider
+net has time to pay for itself. Each budget's greedy part is built from that budget's runs alone
+(:func:`matrix_budgets`), and a recipe keeps every budget's record (``transfers``); a question takes
+the record of the longest budget within its time bound (:func:`record_for`; without a bound, the
+longest). The base budget's record (:data:`MATRIX_BUDGET_S`) speaks for shorter bounds too, as it
+always did; a recipe measured only under a longer budget has no record below it.
+
 The portfolio is written beside the fitted model (``portfolio.json``) by ``advisor surrogate fit``,
 and every recommendation adds its recipes (at every epoch count of the grid) to the candidates, so
 the answer is never worse than the robust choice unless a prediction or a measurement says so.
@@ -41,7 +49,8 @@ from advisor import knowledge
 
 __all__ = ["PORTFOLIO_NAME", "PORTFOLIO_SIZE", "RECIPE_EXCLUDED", "MATRIX_STUDY", "MATRIX_BUDGET_S",
            "build_portfolio", "load_portfolio", "save_portfolio", "recipe_key", "full_size_workloads",
-           "matrix_recipes", "measured_matrix", "offered_on", "default_recipe", "transfer_probability"]
+           "matrix_recipes", "measured_matrix", "matrix_budgets", "record_for", "offered_on", "default_recipe",
+           "transfer_probability"]
 
 PORTFOLIO_NAME = "portfolio.json"
 PORTFOLIO_SIZE = 8
@@ -134,9 +143,26 @@ def offered_on(recipe: dict[str, Any], dataset: str) -> dict[str, Any]:
     return {k: (get_knob(k).default if k in refused_knobs(dataset) else v) for k, v in recipe.items()}
 
 
-def measured_matrix(table: knowledge.Table, exclude_datasets: Sequence[str] = ()
+def matrix_budgets(table: knowledge.Table) -> list[float]:
+    """The time budgets the measured matrix was run under, shortest first."""
+    cols = table.columns
+    return sorted({float(cols["cfg_time_budget_s"][i]) for i in range(len(table))
+                   if cols["study"][i] == MATRIX_STUDY and cols["cfg_time_budget_s"][i]})
+
+
+def record_for(recipe: dict[str, Any], max_time_s: float | None) -> dict[str, Any] | None:
+    """The recipe's measured record that speaks for a question bounded by ``max_time_s`` (see the
+    module docstring): the longest budget within the bound, the base budget's for any shorter one,
+    the longest without a bound; None for a recipe without a record there."""
+    records = [r for r in (recipe.get("transfers") or [recipe.get("transfer")]) if isinstance(r, dict)]
+    fits = [r for r in records if max_time_s is None or float(r.get("budget_s") or 0.0) <= max_time_s
+            or float(r.get("budget_s") or 0.0) == MATRIX_BUDGET_S]
+    return max(fits, key=lambda r: float(r.get("budget_s") or 0.0)) if fits else None
+
+
+def measured_matrix(table: knowledge.Table, exclude_datasets: Sequence[str] = (), budget_s: float = MATRIX_BUDGET_S,
                     ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, float]], dict[str, float]]:
-    """The measured matrix: ``(recipes, accuracy, default)``.
+    """The measured matrix under one time budget: ``(recipes, accuracy, default)``.
 
     ``recipes``: recipe key -> recipe; ``accuracy``: recipe key -> {dataset: median accuracy of its
     matrix runs there}; ``default``: dataset -> the obvious default's median accuracy in the same
@@ -149,9 +175,11 @@ def measured_matrix(table: knowledge.Table, exclude_datasets: Sequence[str] = ()
     for i in range(len(table)):
         if cols["study"][i] != MATRIX_STUDY or cols["dataset_name"][i] in exclude_datasets:
             continue
-        r = _row_recipe(cols, i)
         budget = cols["cfg_time_budget_s"][i]
-        if r is None or not budget:
+        if not budget or float(budget) != budget_s:
+            continue
+        r = _row_recipe(cols, i)
+        if r is None:
             continue
         ok = cols["status"][i] == "ok" and cols["test_accuracy"][i] is not None
         over = ok and cols["train_time_s"][i] is not None and cols["train_time_s"][i] > 1.1 * float(budget)
@@ -186,35 +214,36 @@ def transfer_probability(transfer: dict[str, Any] | None) -> float | None:
     return (float(transfer["wins"]) + float(transfer["ties"]) + 1.0) / (n + 2.0)
 
 
-def _measured_part(table: knowledge.Table, exclude_datasets: Sequence[str], size: int) -> list[dict[str, Any]]:
-    """The greedy portfolio over the measured matrix, each recipe with its ``transfer`` record."""
+def _measured_part(table: knowledge.Table, exclude_datasets: Sequence[str], size: int,
+                   budget_s: float = MATRIX_BUDGET_S) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The greedy portfolio over the matrix measured under ``budget_s``, each recipe with its
+    ``transfer`` record there; and the record of every recipe measured there (by recipe key)."""
     from advisor._recommend._baseline import MEASURED_ACCURACY_NOISE
 
-    recipes, accuracy, default = measured_matrix(table, exclude_datasets)
+    recipes, accuracy, default = measured_matrix(table, exclude_datasets, budget_s)
     datasets = sorted(default)
     if len(datasets) < 2:
-        return []
+        return [], {}
     # Only recipes the table still selects without the excluded datasets: one chosen for being the
     # best on a held-out dataset would carry that dataset into its own test.
-    selected = {recipe_key(r) for r in matrix_recipes(table, exclude_datasets=exclude_datasets)}
+    selected = {recipe_key(r) for r in matrix_recipes(table, budget_s=budget_s, exclude_datasets=exclude_datasets)}
     keys = [k for k in recipes if k in selected and all(d in accuracy.get(k, {}) for d in datasets)
             and all(k != recipe_key(default_recipe(d)) for d in datasets)]
     if not keys:
-        return []
+        return [], {}
     scores = np.array([[accuracy[k][d] for d in datasets] for k in keys])
     lo, hi = scores.min(axis=0), scores.max(axis=0)
     norm = (scores - lo) / np.where(hi > lo, hi - lo, 1.0)
-    out = []
-    for ri in _greedy(norm, size):
+    records = {}
+    for ri, key in enumerate(keys):
         diff = scores[ri] - np.array([default[d] for d in datasets])
-        transfer = {"workloads": datasets, "budget_s": MATRIX_BUDGET_S,
-                    "wins": int((diff > MEASURED_ACCURACY_NOISE).sum()),
-                    "ties": int((np.abs(diff) <= MEASURED_ACCURACY_NOISE).sum()),
-                    "losses": int((diff < -MEASURED_ACCURACY_NOISE).sum()),
-                    "accuracy": {d: round(float(v), 4) for d, v in zip(datasets, scores[ri])},
-                    "default_accuracy": {d: round(default[d], 4) for d in datasets}}
-        out.append({**recipes[keys[ri]], "transfer": transfer})
-    return out
+        records[key] = {"workloads": datasets, "budget_s": budget_s,
+                        "wins": int((diff > MEASURED_ACCURACY_NOISE).sum()),
+                        "ties": int((np.abs(diff) <= MEASURED_ACCURACY_NOISE).sum()),
+                        "losses": int((diff < -MEASURED_ACCURACY_NOISE).sum()),
+                        "accuracy": {d: round(float(v), 4) for d, v in zip(datasets, scores[ri])},
+                        "default_accuracy": {d: round(default[d], 4) for d in datasets}}
+    return [{**recipes[keys[ri]], "transfer": records[keys[ri]]} for ri in _greedy(norm, size)], records
 
 
 def _greedy(norm: np.ndarray, size: int) -> list[int]:
@@ -236,13 +265,36 @@ def build_portfolio(table: knowledge.Table, surrogate: Any, *, device_kind: str 
                     size: int = PORTFOLIO_SIZE, exclude_datasets: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The greedy portfolio of ``size`` recipes (see the module docstring), best first: the
     measured matrix's recipes first (with their ``transfer`` record), then the surrogate-filled ones."""
-    measured = _measured_part(table, exclude_datasets, size)
+    measured, _ = _measured_part(table, exclude_datasets, size)
+    for budget in matrix_budgets(table):  # longer budgets: their records, and the recipes that win there
+        if budget != MATRIX_BUDGET_S:
+            _add_records(measured, *_measured_part(table, exclude_datasets, size, budget))
     if len(measured) >= size:
         return measured
-    taken = {recipe_key({k: v for k, v in r.items() if k != "transfer"}) for r in measured}
+    taken = {recipe_key(_bare(r)) for r in measured}
     filled = [r for r in _filled_part(table, surrogate, device_kind=device_kind, size=size,
                                       exclude_datasets=exclude_datasets) if recipe_key(r) not in taken]
     return (measured + filled)[:size] if measured else filled
+
+
+def _bare(recipe: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in recipe.items() if k not in ("transfer", "transfers")}
+
+
+def _add_records(portfolio: list[dict[str, Any]], longer: list[dict[str, Any]],
+                 records: dict[str, dict[str, Any]]) -> None:
+    """One longer budget's records (in place): each recipe of ``portfolio`` measured there adds its
+    record (every record in ``transfers``, the first budget's as ``transfer``), and each recipe of
+    that budget's greedy part (``longer``) not yet in it joins it: a recipe that wins given time."""
+    keys = [recipe_key(_bare(r)) for r in portfolio]
+    portfolio += [r for r in longer if recipe_key(_bare(r)) not in keys]
+    for r in portfolio:
+        record = records.get(recipe_key(_bare(r)))
+        if record is None:
+            continue
+        have = [t for t in r.get("transfers") or [r.get("transfer")] if t and t.get("budget_s") != record["budget_s"]]
+        r["transfers"] = have + [record]
+        r.setdefault("transfer", record)
 
 
 def _filled_part(table: knowledge.Table, surrogate: Any, *, device_kind: str, size: int,
