@@ -172,6 +172,12 @@ def test_a_longer_budgets_matrix_adds_its_own_records_and_the_recipes_that_win_g
     for bound, budget in ((60.0, 60.0), (300.0, 300.0), (None, 300.0)):
         cands = portfolio_candidates([strong], info, Target("cpu", 1), ["torch"], ["lenet5"], False, (), bound)
         assert cands and {c.transfer["budget_s"] for c in cands} == {budget}
+    # a recipe that wins only given 300 s is not offered for a 60 s bound, and is for 300 s or none
+    wide_on = [len(portfolio_candidates([wide], info, Target("cpu", 1), ["torch"], [WIDE["model"]], False, (), bound))
+               for bound in (60.0, 300.0, None)]
+    assert wide_on[0] == 0 and wide_on[1] > 0 and wide_on[2] > 0
+    # joining at a longer budget displaces nothing of the base budget's portfolio
+    assert build_portfolio(t, None, size=1)[0]["model"] == STRONG["model"] and len(build_portfolio(t, None, size=1)) == 2
 
 
 def test_a_run_over_its_budget_counts_as_chance() -> None:

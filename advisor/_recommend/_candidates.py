@@ -185,13 +185,16 @@ def portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo
         params = {k.name: recipe[k.name] for k in KNOBS if k.name in recipe and k.name not in exclude
                   and knob_applies(k, fw, target.device_kind)}
         params.update(forced_by_model(fw, mdl))
+        record = record_for(recipe, max_time_s)
+        if record is None and recipe.get("transfers"):
+            continue  # it wins only given more time than the bound
         for e in EPOCH_GRID:
             try:
                 cfg = Config.from_dict({**params, "framework": fw, "epochs": e, "device": device,
                                         "threads": target.cores if device == "cpu" else 1})
             except Exception:  # noqa: BLE001 - a recipe this target cannot take
                 break
-            out.append(Candidate(cfg, "portfolio", None, model=mdl, transfer=record_for(recipe, max_time_s)))
+            out.append(Candidate(cfg, "portfolio", None, model=mdl, transfer=record))
     return out
 
 

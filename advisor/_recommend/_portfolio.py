@@ -30,7 +30,9 @@ net has time to pay for itself. Each budget's greedy part is built from that bud
 (:func:`matrix_budgets`), and a recipe keeps every budget's record (``transfers``); a question takes
 the record of the longest budget within its time bound (:func:`record_for`; without a bound, the
 longest). The base budget's record (:data:`MATRIX_BUDGET_S`) speaks for shorter bounds too, as it
-always did; a recipe measured only under a longer budget has no record below it.
+always did; a recipe measured only under a longer budget has no record below it, and is not offered
+for a shorter bound (it joined because it wins given that time). The recipes that join this way come
+after the base budget's portfolio of :data:`PORTFOLIO_SIZE`, and do not displace any of it.
 
 The portfolio is written beside the fitted model (``portfolio.json``) by ``advisor surrogate fit``,
 and every recommendation adds its recipes (at every epoch count of the grid) to the candidates, so
@@ -264,17 +266,20 @@ def _greedy(norm: np.ndarray, size: int) -> list[int]:
 def build_portfolio(table: knowledge.Table, surrogate: Any, *, device_kind: str = "cpu",
                     size: int = PORTFOLIO_SIZE, exclude_datasets: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The greedy portfolio of ``size`` recipes (see the module docstring), best first: the
-    measured matrix's recipes first (with their ``transfer`` record), then the surrogate-filled ones."""
+    measured matrix's recipes first (with their ``transfer`` record), then the surrogate-filled ones;
+    then each longer budget's records, and the recipes that win only there (beyond ``size``: they
+    enter questions whose bound reaches their budget, see :func:`record_for`)."""
     measured, _ = _measured_part(table, exclude_datasets, size)
+    portfolio = measured
+    if len(measured) < size and surrogate is not None:  # None: the measured part alone
+        taken = {recipe_key(_bare(r)) for r in measured}
+        filled = [r for r in _filled_part(table, surrogate, device_kind=device_kind, size=size,
+                                          exclude_datasets=exclude_datasets) if recipe_key(r) not in taken]
+        portfolio = (measured + filled)[:size] if measured else filled
     for budget in matrix_budgets(table):  # longer budgets: their records, and the recipes that win there
         if budget != MATRIX_BUDGET_S:
-            _add_records(measured, *_measured_part(table, exclude_datasets, size, budget))
-    if len(measured) >= size:
-        return measured
-    taken = {recipe_key(_bare(r)) for r in measured}
-    filled = [r for r in _filled_part(table, surrogate, device_kind=device_kind, size=size,
-                                      exclude_datasets=exclude_datasets) if recipe_key(r) not in taken]
-    return (measured + filled)[:size] if measured else filled
+            _add_records(portfolio, *_measured_part(table, exclude_datasets, size, budget))
+    return portfolio
 
 
 def _bare(recipe: dict[str, Any]) -> dict[str, Any]:
