@@ -298,12 +298,44 @@ def test_npz_float_images_and_label_checks(tmp_path: Path) -> None:
                     y_test=np.arange(4) % 2)
     with pytest.raises(DatasetFileError, match="float_labels.npz: labels y_train must be a 1-D integer array"):
         load(Workload(dataset=str(bad), model="mlp"))
-    neg = write_npz(tmp_path / "neg.npz", x_train=x, y_train=np.arange(10) - 1, x_test=x[:4], y_test=np.arange(4))
-    with pytest.raises(DatasetFileError, match="neg.npz: has a negative label"):
-        load(Workload(dataset=str(neg), model="mlp"))
+    one = write_npz(tmp_path / "one.npz", x_train=x, y_train=np.full(10, 3), x_test=x[:4], y_test=np.full(4, 3))
+    with pytest.raises(DatasetFileError, match="one.npz: has a single class"):
+        get_info(str(one))
     missing = write_npz(tmp_path / "missing.npz", x_train=x, y_train=np.arange(10) % 2)
     with pytest.raises(DatasetFileError, match="missing.npz: lacks the array.* x_test, y_test"):
         get_info(str(missing))
+
+
+def test_npz_labels_as_users_save_them_are_renumbered_to_one_output_per_class(tmp_path: Path) -> None:
+    """Keras' (N, 1) label column, EMNIST letters' 1..K, a binary task's -1/+1 and whole-number
+    floats all load as classes 0..C-1 with C outputs; scikit-learn's X_train spelling is found."""
+    from advisor.datasets import read_npz
+
+    rng = np.random.default_rng(0)
+    x, xt = rng.random((12, 6, 6, 1)), rng.random((5, 6, 6, 1))
+    y, yt = np.arange(12) % 3, np.arange(5) % 3
+    plain = read_npz(write_npz(tmp_path / "plain.npz", x_train=x, y_train=y, x_test=xt, y_test=yt))
+    assert plain[4] == 3 and plain[1].tolist() == y.tolist()
+    stored = {"column": (y[:, None].astype(np.uint8), yt[:, None].astype(np.uint8)),
+              "one_based": (y + 1, yt + 1),
+              "signed": (2 * y - 2, 2 * yt - 2),  # -2, 0, 2: gaps too
+              "floats": (y.astype(np.float32), yt.astype(np.float32))}
+    for name, (ytr, yte) in stored.items():
+        path = write_npz(tmp_path / f"{name}.npz", x_train=x, y_train=ytr, x_test=xt, y_test=yte)
+        got = read_npz(path)
+        assert got[4] == 3 and got[1].tolist() == y.tolist() and got[3].tolist() == yt.tolist(), name
+        assert got[1].dtype == np.int64 and got[1].ndim == 1
+        assert get_info(str(path)).num_classes == 3
+    # a class that occurs only in the test split keeps its own number in both
+    rare = read_npz(write_npz(tmp_path / "rare.npz", x_train=x, y_train=y + 1, x_test=xt,
+                              y_test=np.array([0, 1, 2, 3, 1])))
+    assert rare[4] == 4 and rare[1].tolist() == (y + 1).tolist() and rare[3].tolist() == [0, 1, 2, 3, 1]
+    sk = tmp_path / "sk.npz"
+    np.savez(sk, X_train=x, y_train=y, X_test=xt, y_test=yt)
+    assert read_npz(sk)[0].shape == (12, 6, 6, 1) and get_info(str(sk)).input_shape == (6, 6, 1)
+    column2 = write_npz(tmp_path / "two_columns.npz", x_train=x, y_train=np.stack([y, y], 1), x_test=xt, y_test=yt)
+    with pytest.raises(DatasetFileError, match="labels y_train must be a 1-D integer array"):
+        get_info(str(column2))
 
 
 # ------------------------------------------------------------------ subsets and loading

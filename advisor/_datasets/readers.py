@@ -279,7 +279,19 @@ def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
 # ----------------------------------------------------------------------------------------- npz
 
 _NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...) using numeric "
-            "arrays: images (N, H, W), (N, H, W, C) or (N, C, H, W), labels integers 0..C-1")
+            "arrays: images (N, H, W), (N, H, W, C) or (N, C, H, W), labels one integer class per image")
+
+
+def _member_names(members: Any) -> dict[str, str]:
+    """Each of the four arrays' name in the archive: as spelt, or in any case (scikit-learn's
+    ``X_train`` is the same array)."""
+    stored = [m[:-4] for m in members if m.endswith(".npy")]
+    names = {}
+    for key in _NPZ_KEYS:
+        same = [m for m in stored if m == key] or [m for m in stored if m.lower() == key]
+        if len(same) == 1:
+            names[key] = same[0]
+    return names
 
 
 def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -292,12 +304,13 @@ def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     headers = {}
     with archive:
         members = {info.filename: info for info in archive.infolist()}
-        missing = [k for k in _NPZ_KEYS if f"{k}.npy" not in members]
+        names = _member_names(members)
+        missing = [k for k in _NPZ_KEYS if k not in names]
         if missing:
             raise file_error(path, f"lacks the array(s) {', '.join(missing)}; found "
                                    f"{', '.join(sorted(members)) or 'nothing'}", _NPZ_FIX)
         for key in _NPZ_KEYS:
-            info = members[f"{key}.npy"]
+            info = members[f"{names[key]}.npy"]
             ratio = _GZIP_MAX_RATIO if info.compress_type != zipfile.ZIP_STORED else 1
             if info.file_size > max(info.compress_size, 1) * ratio or info.compress_size > size:
                 raise file_error(path, f"member {key} declares {info.file_size:,} bytes, more than it can hold")
@@ -352,7 +365,7 @@ def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.d
                                "differ in shape", _NPZ_FIX)
     for split in ("train", "test"):
         yshape, ydtype = headers[f"y_{split}"]
-        if len(yshape) != 1 or ydtype.kind not in "iu":
+        if not (len(yshape) == 1 or (len(yshape) == 2 and yshape[1] == 1)) or ydtype.kind not in "iuf":
             raise file_error(path, f"labels y_{split} must be a 1-D integer array, got shape {yshape} dtype "
                                    f"{ydtype}", _NPZ_FIX)
         if yshape[0] != xs[f"x_{split}"][0]:
@@ -363,22 +376,38 @@ def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.d
 def _load_npz_arrays(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as npz:
-            return {k: np.asarray(npz[k]) for k in keys}
+            names = _member_names([f"{m}.npy" for m in npz.files])
+            return {k: np.asarray(npz[names[k]]) for k in keys}
     except ValueError as exc:  # numpy's message for object arrays mentions allow_pickle
         raise file_error(path, f"cannot be read without pickle ({exc})", _NPZ_FIX) from None
     except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise file_error(path, f"is corrupt ({exc})") from None
 
 
-def _num_classes(path: Path, y_train: np.ndarray, y_test: np.ndarray) -> int:
-    low = min(int(y_train.min()), int(y_test.min()))
-    high = max(int(y_train.max()), int(y_test.max()))
-    if low < 0:
-        raise file_error(path, f"has a negative label ({low}); labels must be integers 0..C-1", _NPZ_FIX)
-    if high < 1:
-        raise file_error(path, "has a single class; a classification dataset needs labels 0..C-1 with C >= 2",
+def _labels(path: Path, y_train: np.ndarray, y_test: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The labels as classes ``0..C-1`` (int64, 1-D), and ``C``.
+
+    Labels that are not already ``0..C-1`` (EMNIST letters' 1..26, SVHN's 1..10, a binary task's
+    -1/+1, classes with gaps) are renumbered by their sorted values, train and test alike, so the
+    model has one output per class that occurs. A Keras-style ``(N, 1)`` column is flattened, and
+    floats are accepted where they are whole numbers.
+    """
+    ys = []
+    for split, y in (("train", y_train), ("test", y_test)):
+        y = y.reshape(-1)
+        if y.dtype.kind == "f":
+            whole = np.isfinite(y) & (y == np.round(y))
+            if not whole.all():
+                raise file_error(path, f"labels y_{split} must be a 1-D integer array (class numbers); got "
+                                       f"{y.dtype} values such as {y[~whole][0]!r}", _NPZ_FIX)
+        ys.append(y.astype(np.int64))
+    values = np.unique(np.concatenate(ys))
+    if len(values) < 2:
+        raise file_error(path, "has a single class; a classification dataset needs at least two",
                          _NPZ_FIX)
-    return high + 1
+    if values[0] == 0 and values[-1] == len(values) - 1:
+        return ys[0], ys[1], len(values)
+    return np.searchsorted(values, ys[0]), np.searchsorted(values, ys[1]), len(values)
 
 
 def npz_info(path: Path):  # type: ignore[no-untyped-def]  # -> DatasetInfo (imported lazily: no cycle)
@@ -391,7 +420,7 @@ def npz_info(path: Path):  # type: ignore[no-untyped-def]  # -> DatasetInfo (imp
     xshape = headers["x_train"][0]
     return DatasetInfo(
         name=str(path), input_shape=_nhwc(xshape),  # type: ignore[arg-type]
-        num_classes=_num_classes(path, ys["y_train"], ys["y_test"]),
+        num_classes=_labels(path, ys["y_train"], ys["y_test"])[2],
         train_size=xshape[0], test_size=headers["x_test"][0][0], synthetic=False,
         source=str(Path(path).resolve()), description="user arrays from an .npz file",
     )
@@ -405,7 +434,7 @@ def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.n
 
     Returns:
         ``(x_train, y_train, x_test, y_test, num_classes)``: images NHWC in their stored dtype,
-        labels int64.
+        labels int64 numbered ``0..C-1`` (:func:`_labels`).
 
     Raises:
         DatasetFileError: For a missing, malformed or object-array file, or bad labels.
@@ -423,6 +452,5 @@ def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.n
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             raise file_error(path, f"array {key} holds NaN or infinite values", _NPZ_FIX)
         arrays[key] = x
-    classes = _num_classes(path, arrays["y_train"], arrays["y_test"])
-    return (arrays["x_train"], arrays["y_train"].astype(np.int64), arrays["x_test"],
-            arrays["y_test"].astype(np.int64), classes)
+    y_train, y_test, classes = _labels(path, arrays["y_train"], arrays["y_test"])
+    return arrays["x_train"], y_train, arrays["x_test"], y_test, classes
