@@ -128,6 +128,32 @@ def test_recorded_landmarks_are_what_the_data_measures(name: str, folder: str | 
     assert (data["train_samples"], data["test_samples"]) == (1000, 300)
 
 
+def test_a_users_file_is_scored_once_per_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``recommend`` describes a user's .npz once per model; its landmark is measured once per file
+    version (kept across processes in ADVISOR_HOME), and again when the file changes."""
+    import os
+
+    from advisor._datasets import landmark as lm
+
+    rng = np.random.default_rng(0)
+    y, yt = np.arange(40) % 2, np.arange(20) % 2
+    x = rng.random((40, 6, 6, 1)) + y[:, None, None, None]
+    path = write_npz(tmp_path / "mine.npz", x_train=x, y_train=y, x_test=rng.random((20, 6, 6, 1)) + yt[:, None, None, None],
+                     y_test=yt)
+    calls = []
+    real = lm.landmark_score
+    monkeypatch.setattr(lm, "landmark_score", lambda *a, **k: calls.append(a) or real(*a, **k))
+    first = lm.file_landmark(str(path))
+    assert first == real(str(path)) and first > 0.9 and len(calls) == 1
+    assert lm.file_landmark(str(path)) == first and len(calls) == 1
+    lm._MEMO.clear()  # a new process: the file in ADVISOR_HOME answers
+    assert lm.file_landmark(str(path)) == first and len(calls) == 1
+    assert (Path(os.environ["ADVISOR_HOME"]) / "landmarks.json").exists()
+    write_npz(path, x_train=x, y_train=1 - y, x_test=x[:20], y_test=yt)  # the file changes: measured again
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 10**9))
+    assert lm.file_landmark(str(path)) == real(str(path)) and len(calls) == 2
+
+
 def test_landmark_orders_datasets_by_difficulty_and_refuses_random_data(tmp_path: Path) -> None:
     from advisor.datasets import get_info
 

@@ -10,17 +10,22 @@ standardised pixels of a stratified subset of :data:`LANDMARK_TRAIN` training an
 its test accuracy. It costs one linear solve in the number of pixels (under 2 s for CIFAR-10).
 
 Registry datasets carry their measured score (``DatasetInfo.landmark``); a user's ``.npz`` gets
-one computed when it is described for a recommendation.
+one computed when it is described for a recommendation (:func:`file_landmark`: once per file
+version, kept beside the hardware profiles, since reading a large file dominates the cost).
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 import numpy as np
 
 from advisor._datasets.registry import DatasetInfo, get_info
 from advisor.records import Workload
 
-__all__ = ["LANDMARK_TRAIN", "LANDMARK_TEST", "RIDGE_PENALTY", "landmark_subset", "landmark_score"]
+__all__ = ["LANDMARK_TRAIN", "LANDMARK_TEST", "RIDGE_PENALTY", "landmark_subset", "landmark_score", "file_landmark"]
 
 LANDMARK_TRAIN = 1_000
 LANDMARK_TEST = 300
@@ -59,3 +64,45 @@ def landmark_score(dataset: str, *, data_dir: str | None = None, download: bool 
         weights = np.linalg.solve(a.T @ a + RIDGE_PENALTY * np.eye(a.shape[1]), a.T @ targets)
     scores = np.hstack([x_test, np.ones((len(x_test), 1))]) @ weights
     return float(np.mean(scores.argmax(axis=1) == data.y_test))
+
+
+_MEMO: dict[str, float] = {}
+#: Part of every cached score's key: a change of protocol is a new score.
+_PROTOCOL = f"ridge {RIDGE_PENALTY:g} on {LANDMARK_TRAIN}/{LANDMARK_TEST} images, seed 0"
+
+
+def _cache_file() -> Path:
+    from advisor.hardware import cache_dir
+
+    return cache_dir().parent / "landmarks.json"
+
+
+def file_landmark(path: str) -> float:
+    """:func:`landmark_score` of a user's ``.npz``, measured once per file version (its resolved
+    path, size and modification time) and kept in this process and in ``landmarks.json`` in the
+    user data folder (``$ADVISOR_HOME``); an unreadable or unwritable cache is only a slower answer."""
+    from advisor._atomic import atomic_write
+
+    try:
+        st = os.stat(path)
+        key = f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{_PROTOCOL}"
+    except OSError:
+        return landmark_score(path)  # raises the reader's one-line error
+    if key in _MEMO:
+        return _MEMO[key]
+    try:
+        stored = json.loads(_cache_file().read_text(encoding="utf-8"))
+        stored = stored if isinstance(stored, dict) else {}
+    except (OSError, ValueError):
+        stored = {}
+    score = stored.get(key)
+    if not isinstance(score, float):
+        score = landmark_score(path)
+        stored[key] = score
+        try:
+            _cache_file().parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(_cache_file(), json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        except OSError:
+            pass
+    _MEMO[key] = score
+    return score

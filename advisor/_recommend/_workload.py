@@ -65,9 +65,9 @@ def describe_workload(dataset: str, *, model: str | None = None, train_samples: 
     shape = tuple(int(d) for d in info.input_shape)
     landmark = info.landmark
     if landmark is None and is_npz_path(info.name):
-        from advisor._datasets.landmark import landmark_score
+        from advisor._datasets.landmark import file_landmark
 
-        landmark = landmark_score(info.name)  # the user's own data: measured now (one linear solve)
+        landmark = file_landmark(info.name)  # the user's own data: measured once per file version
     return WorkloadInfo(
         dataset=info.name, model=name, input_shape=(shape[0], shape[1], shape[2]), num_classes=info.num_classes,
         train_samples=n, test_samples=info.test_size,
