@@ -121,6 +121,21 @@ def _mnist_fashion20(path: Path) -> None:
              x_test=parts["t10k"][0][:10000], y_test=parts["t10k"][1][:10000])
 
 
+def _cifar10_longtail(path: Path, ratio: float = 20.0) -> None:
+    """CIFAR-10 long-tailed (as CIFAR-10-LT): class k keeps its first ``3000 * ratio ** (-k / 9)``
+    training images of the copy's 3,000 (3,000 of airplanes down to 150 of trucks, 10,170 in all);
+    the test set stays balanced, so accuracy weighs every class alike."""
+    from advisor._datasets.readers import read_cifar_binary
+
+    folder = SHARED / DATA_DIRS["cifar10"]
+    parts = [read_cifar_binary(f)[:2] for f in sorted(folder.glob("data_batch_*.bin"))]
+    x, y = np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts]).astype(np.int64)
+    keep = np.concatenate([np.flatnonzero(y == k)[:int(3000 * ratio ** (-k / 9))] for k in range(10)])
+    keep.sort()
+    x_test, y_test, _ = read_cifar_binary(folder / "test_batch.bin")
+    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=np.asarray(y_test, dtype=np.int64))
+
+
 #: Workloads in no file of the table, derived from a local copy: name -> writer of its .npz.
 DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            "cifar10-16px": lambda path: _cifar10_derived(path, _halved),
@@ -129,7 +144,9 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # the first training batch and 5,000 test images at 48x48: 2.25 times the pixels of any trial
            "cifar10-48px": lambda path: _cifar10_derived(path, _upsized, n_train=10000, n_test=5000),
            # STL-10's shape: 5,000 training images at 96x96, 9 times the pixels of any trial
-           "cifar10-96px": lambda path: _cifar10_derived(path, lambda x: _upsized(x, 96), n_train=5000, n_test=2000)}
+           "cifar10-96px": lambda path: _cifar10_derived(path, lambda x: _upsized(x, 96), n_train=5000, n_test=2000),
+           # few images and imbalanced classes (20:1), a balanced test set
+           "cifar10-longtail": _cifar10_longtail}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
