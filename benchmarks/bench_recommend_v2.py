@@ -79,18 +79,26 @@ def _upsized(images: np.ndarray, side: int = 48) -> np.ndarray:
     return images[:, rows][:, :, cols]
 
 
-def _cifar10_derived(path: Path, transform: Any = lambda x: x, relabel: Any = lambda y: y,
-                     n_train: int | None = None, n_test: int | None = None) -> None:
-    """The CIFAR-10 copy (its first ``n_train`` training and ``n_test`` test images; all by default),
-    ``transform``-ed and ``relabel``-led, as a user's .npz."""
+def _cifar10_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The local CIFAR-10 copy: its training batches and test batch, labels int64."""
     from advisor._datasets.readers import read_cifar_binary
 
     folder = SHARED / DATA_DIRS["cifar10"]
     parts = [read_cifar_binary(f)[:2] for f in sorted(folder.glob("data_batch_*.bin"))]
     x_test, y_test, _ = read_cifar_binary(folder / "test_batch.bin")
-    x, y = np.concatenate([x for x, _ in parts])[:n_train], np.concatenate([y for _, y in parts])[:n_train]
-    np.savez(path, x_train=transform(x), y_train=relabel(y.astype(np.int64)),
-             x_test=transform(x_test[:n_test]), y_test=relabel(np.asarray(y_test, dtype=np.int64)[:n_test]))
+    return (np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts]).astype(np.int64),
+            x_test, np.asarray(y_test, dtype=np.int64))
+
+
+def _cifar10_derived(path: Path, transform: Any = lambda x: x, relabel: Any = lambda y: y,
+                     n_train: int | None = None, n_test: int | None = None,
+                     relabel_train: Any = lambda y: y) -> None:
+    """The CIFAR-10 copy (its first ``n_train`` training and ``n_test`` test images; all by default),
+    ``transform``-ed and ``relabel``-led, as a user's .npz; ``relabel_train`` changes the training
+    labels alone (label noise)."""
+    x, y, x_test, y_test = _cifar10_arrays()
+    np.savez(path, x_train=transform(x[:n_train]), y_train=relabel_train(relabel(y[:n_train])),
+             x_test=transform(x_test[:n_test]), y_test=relabel(y_test[:n_test]))
 
 
 def _idx_pair(name: str, part: str) -> tuple[np.ndarray, np.ndarray]:
@@ -123,27 +131,11 @@ def _mnist_fashion20(path: Path) -> None:
 
 def _cifar10_longtail(path: Path, ratio: float = 20.0) -> None:
     """CIFAR-10 long-tailed (as CIFAR-10-LT): class k keeps its first ``3000 * ratio ** (-k / 9)``
-    training images of the copy's 3,000 (3,000 of airplanes down to 150 of trucks, 10,170 in all);
+    training images of the copy's 3,000 (2,983 airplanes down to 150 trucks, 10,195 in all);
     the test set stays balanced, so accuracy weighs every class alike."""
-    from advisor._datasets.readers import read_cifar_binary
-
-    folder = SHARED / DATA_DIRS["cifar10"]
-    parts = [read_cifar_binary(f)[:2] for f in sorted(folder.glob("data_batch_*.bin"))]
-    x, y = np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts]).astype(np.int64)
-    keep = np.concatenate([np.flatnonzero(y == k)[:int(3000 * ratio ** (-k / 9))] for k in range(10)])
-    keep.sort()
-    x_test, y_test, _ = read_cifar_binary(folder / "test_batch.bin")
-    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=np.asarray(y_test, dtype=np.int64))
-
-
-def _cifar10_noisy(path: Path) -> None:
-    """The CIFAR-10 copy with 20% of its training labels replaced by another class (seed 0); the
-    test labels are the true ones."""
-    _cifar10_derived(path)
-    with np.load(path) as d:
-        arrays = {k: d[k] for k in d.files}
-    arrays["y_train"] = _noisy_labels(arrays["y_train"])
-    np.savez(path, **arrays)
+    x, y, x_test, y_test = _cifar10_arrays()
+    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:int(3000 * ratio ** (-k / 9))] for k in range(10)]))
+    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
 
 
 def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> np.ndarray:
@@ -167,7 +159,7 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # few images and imbalanced classes (20:1), a balanced test set
            "cifar10-longtail": _cifar10_longtail,
            # web-scraped labels: 20% of the training labels wrong (symmetric noise), the test labels clean
-           "cifar10-noisy": lambda path: _cifar10_noisy(path)}
+           "cifar10-noisy": lambda path: _cifar10_derived(path, relabel_train=_noisy_labels)}
 
 
 def derived_path(name: str, workdir: Path) -> Path:

@@ -90,18 +90,17 @@ def file_landmark(path: str) -> float:
         return landmark_score(path)  # raises the reader's one-line error
     if key in _MEMO:
         return _MEMO[key]
+    cache = _cache_file()
     try:
-        stored = json.loads(_cache_file().read_text(encoding="utf-8"))
+        stored = json.loads(cache.read_text(encoding="utf-8"))
         stored = stored if isinstance(stored, dict) else {}
     except (OSError, ValueError):
         stored = {}
     score = stored.get(key)
     if not isinstance(score, float):
-        score = landmark_score(path)
-        stored[key] = score
+        score = stored[key] = landmark_score(path)
         try:
-            _cache_file().parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(_cache_file(), json.dumps(stored, indent=1, sort_keys=True) + "\n")
+            atomic_write(cache, json.dumps(stored, indent=1, sort_keys=True) + "\n")  # creates the folder
         except OSError:
             pass
     _MEMO[key] = score
