@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -373,6 +374,35 @@ def test_an_interrupt_during_a_storage_write_in_a_trial_is_raised_after_the_writ
                 time.sleep(5)
                 steps.append("not reached")
     assert steps == ["write finished"]
+
+
+def test_an_interrupt_that_lands_in_a_finaliser_is_delivered_again_without_a_traceback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ^C that Python handles while it runs a finaliser (garbage collection, a weakref callback)
+    cannot propagate there: it must neither be printed as "Exception ignored" nor be lost."""
+    from advisor._tuning._study import _deferred_interrupts, _interruptible
+
+    reported: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    ran: list[str] = []
+
+    class Finalised:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            end = time.monotonic() + 0.2
+            while time.monotonic() < end:  # the handler runs here, inside the finaliser
+                pass
+            ran.append("finaliser not interrupted")
+
+    with _deferred_interrupts():
+        with pytest.raises(KeyboardInterrupt, match="signal"):
+            with _interruptible():
+                Finalised()  # finalised at once: the interrupt raised inside __del__ is swallowed
+                ran.append("after the finaliser")
+                time.sleep(5)  # delivered again: raised here
+                ran.append("not reached")
+    assert ran == ["after the finaliser"]
+    assert reported == [], [r.exc_value for r in reported]
 
 
 def test_an_interrupt_swallowed_inside_a_trial_still_stops_the_worker_loop() -> None:

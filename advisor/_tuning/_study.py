@@ -12,7 +12,9 @@ import contextlib
 import functools
 import logging
 import math
+import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -56,6 +58,21 @@ class _Interrupts:
 _INTERRUPTS = _Interrupts()
 
 
+class _SignalInterrupt(KeyboardInterrupt):
+    """The interrupt the handler raises, carrying its signal so that it can be delivered again."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _redeliver(signum: int) -> None:
+    # From a helper thread: the main thread runs the handler again at its next bytecode check,
+    # which is almost surely ordinary code (a finaliser is a few bytecodes long)
+    if _INTERRUPTS.interruptible:
+        os.kill(os.getpid(), signum)
+
+
 @contextlib.contextmanager
 def _deferred_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -67,15 +84,27 @@ def _deferred_interrupts() -> Iterator[None]:
         # the loop still stops at its next safe point instead of running on until it is killed
         _INTERRUPTS.pending = True
         if _INTERRUPTS.interruptible:
-            raise KeyboardInterrupt(f"signal {signum}")
+            raise _SignalInterrupt(signum)
+
+    def unraisable(info: Any) -> None:
+        # A signal that lands while Python runs a finaliser or a weakref callback (garbage
+        # collection, logging's lock bookkeeping) raises where no exception can propagate: Python
+        # would print "Exception ignored in ..." with a traceback and the trial would run on. Such
+        # an interrupt is not an error: deliver it again, so that it stops the trial in ordinary code.
+        if isinstance(info.exc_value, _SignalInterrupt):
+            threading.Timer(0.01, _redeliver, (info.exc_value.signum,)).start()
+            return
+        previous_hook(info)
 
     _INTERRUPTS.pending = False
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        sys.unraisablehook = previous_hook
         _INTERRUPTS.interruptible = False
 
 
