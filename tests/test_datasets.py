@@ -289,6 +289,35 @@ def test_npz_channels_first_images_are_read_as_nhwc(tmp_path: Path) -> None:
     assert get_info(str(mixed)).input_shape == (8, 6, 3)  # each array read in its own layout
 
 
+def test_npz_flat_rows_are_read_as_square_images_in_their_layout(tmp_path: Path) -> None:
+    """Flat rows as OpenML, a CSV or CIFAR-10's own batches store them: H*W grey values, or 3*H*W RGB
+    values pixel by pixel or plane by plane (told apart by which reading gives smooth images);
+    tabular rows are refused in one line."""
+    from advisor.datasets import read_npz
+
+    rng = np.random.default_rng(0)
+    # smooth images: random 4x4 colours blown up to 16x16, so neighbouring pixels mostly agree
+    smooth = np.kron(rng.integers(0, 255, (40, 4, 4, 3)), np.ones((1, 4, 4, 1))).astype(np.uint8)
+    x, xt = smooth[:30], smooth[30:]
+    y, yt = np.arange(30) % 3, np.arange(10) % 3
+    for name, flat in {"pixels": lambda a: a.reshape(len(a), -1),
+                       "planes": lambda a: a.transpose(0, 3, 1, 2).reshape(len(a), -1)}.items():
+        path = write_npz(tmp_path / f"{name}.npz", x_train=flat(x), y_train=y, x_test=flat(xt), y_test=yt)
+        got = read_npz(path)
+        assert np.array_equal(got[0], x) and np.array_equal(got[2], xt), name
+        info = get_info(str(path))
+        assert info.input_shape == (16, 16, 3) and "flat rows of 768 values read as 16x16x3" in info.description
+    grey = rng.integers(0, 255, (30, 28, 28), dtype=np.uint8)
+    path = write_npz(tmp_path / "grey.npz", x_train=grey.reshape(30, 784), y_train=y,
+                     x_test=grey[:10].reshape(10, 784), y_test=yt)
+    assert np.array_equal(read_npz(path)[0][..., 0], grey) and get_info(str(path)).input_shape == (28, 28, 1)
+    tabular = write_npz(tmp_path / "tabular.npz", x_train=rng.random((30, 54)), y_train=y,
+                        x_test=rng.random((10, 54)), y_test=yt)
+    with pytest.raises(DatasetFileError, match="tabular.npz: array x_train has flat rows of 54 values, which are "
+                                               "not a square image"):
+        get_info(str(tabular))
+
+
 def test_npz_float_images_and_label_checks(tmp_path: Path) -> None:
     x = np.linspace(0, 1, 10 * 4 * 4 * 2, dtype=np.float64).reshape(10, 4, 4, 2)
     ok = write_npz(tmp_path / "ok.npz", x_train=x, y_train=np.arange(10) % 2, x_test=x[:4], y_test=np.arange(4) % 2)

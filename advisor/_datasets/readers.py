@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import os
 import zipfile
 import zlib
@@ -279,7 +280,8 @@ def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
 # ----------------------------------------------------------------------------------------- npz
 
 _NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...) using numeric "
-            "arrays: images (N, H, W), (N, H, W, C) or (N, C, H, W), labels one integer class per image")
+            "arrays: images (N, H, W), (N, H, W, C), (N, C, H, W) or flat (N, H*W[*3]), labels one integer class "
+            "per image")
 
 
 def _member_names(members: Any) -> dict[str, str]:
@@ -346,19 +348,74 @@ def channels_first(shape: tuple[int, ...]) -> bool:
     return len(shape) == 4 and shape[1] in _CHANNELS and shape[3] not in _CHANNELS
 
 
+#: The narrowest image that flat rows are read as (8x8: scikit-learn's digits).
+_MIN_FLAT_SIDE = 8
+
+
+def flat_image_shape(values: int) -> tuple[int, int, int] | None:
+    """The ``(H, W, C)`` image that flat rows of ``values`` numbers hold: a square grey image
+    (``H * W``, such as MNIST's 784 as saved by OpenML or a CSV) or a square RGB one (``3 * H * W``,
+    such as CIFAR-10's 3072); ``None`` for any other length (tabular features are not images)."""
+    side = math.isqrt(values)
+    if side * side == values and side >= _MIN_FLAT_SIDE:
+        return side, side, 1
+    side = math.isqrt(values // 3)
+    if values % 3 == 0 and 3 * side * side == values and side >= _MIN_FLAT_SIDE:
+        return side, side, 3
+    return None
+
+
 def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """One sample's ``(H, W, C)`` of a 3-D or 4-D image array's ``shape``, whatever its layout."""
+    """One sample's ``(H, W, C)`` of a 2-D (flat rows), 3-D or 4-D image array's ``shape``, whatever its
+    layout (flat rows of an unknown image shape: ``(values,)``, refused by :func:`_check_npz_shapes`)."""
+    if len(shape) == 2:
+        return flat_image_shape(shape[1]) or (shape[1],)
     if len(shape) == 3:
         return (*shape[1:], 1)
     return (shape[2], shape[3], shape[1]) if channels_first(shape) else tuple(shape[1:])
 
 
+def _roughness(images: np.ndarray) -> float:
+    """Mean absolute difference of neighbouring pixels (NHWC): small for images read in their
+    layout, large for images whose values were put in the wrong places."""
+    x = images.astype(np.float32)
+    return float(np.abs(np.diff(x, axis=1)).mean() + np.abs(np.diff(x, axis=2)).mean())
+
+
+def _unflatten(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flat rows as NHWC images (:func:`flat_image_shape`); a split that holds images already is
+    kept. RGB rows come in two layouts: pixel by pixel (``x.reshape(len(x), -1)`` of NHWC images) or
+    plane by plane (CIFAR-10's own rows, and ``x.reshape(len(x), -1)`` of NCHW tensors); the one
+    whose neighbouring pixels differ less (read on up to 512 rows of the first flat split) is taken
+    for both splits, pixel by pixel when neither is clearly smoother."""
+    flat = [x for x in (x_train, x_test) if x.ndim == 2]
+    if not flat:
+        return x_train, x_test
+    h, w, c = flat_image_shape(flat[0].shape[1])  # type: ignore[misc]  # checked by _check_npz_shapes
+    sample = flat[0][:512]
+    planar = c > 1 and _roughness(sample.reshape(-1, c, h, w).transpose(0, 2, 3, 1)) < 0.8 * _roughness(
+        sample.reshape(-1, h, w, c))
+
+    def images(x: np.ndarray) -> np.ndarray:
+        if x.ndim != 2:
+            return x
+        if planar:
+            return np.ascontiguousarray(x.reshape(-1, c, h, w).transpose(0, 2, 3, 1))
+        return x.reshape(-1, h, w, c)
+
+    return images(x_train), images(x_test)
+
+
 def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
     xs = {k: headers[k][0] for k in ("x_train", "x_test")}
     for key, shape in xs.items():
-        if len(shape) not in (3, 4) or 0 in shape:
+        if len(shape) not in (2, 3, 4) or 0 in shape:
             raise file_error(path, f"array {key} has shape {shape}; expected (N, H, W), (N, H, W, C) or (N, C, H, W) with "
                                    "no empty axis", _NPZ_FIX)
+        if len(shape) == 2 and flat_image_shape(shape[1]) is None:
+            raise file_error(path, f"array {key} has flat rows of {shape[1]} values, which are not a square image "
+                                   f"(H*W grey or 3*H*W RGB values, at least {_MIN_FLAT_SIDE}x{_MIN_FLAT_SIDE}); "
+                                   "advisor trains image classifiers, not models of tabular features", _NPZ_FIX)
     sample = {k: _nhwc(s) for k, s in xs.items()}
     if sample["x_train"] != sample["x_test"]:
         raise file_error(path, f"x_train samples {sample['x_train']} and x_test samples {sample['x_test']} "
@@ -422,15 +479,19 @@ def npz_info(path: Path):  # type: ignore[no-untyped-def]  # -> DatasetInfo (imp
         name=str(path), input_shape=_nhwc(xshape),  # type: ignore[arg-type]
         num_classes=_labels(path, ys["y_train"], ys["y_test"])[2],
         train_size=xshape[0], test_size=headers["x_test"][0][0], synthetic=False,
-        source=str(Path(path).resolve()), description="user arrays from an .npz file",
+        source=str(Path(path).resolve()),
+        description="user arrays from an .npz file" + (
+            f" (flat rows of {xshape[1]} values read as {'x'.join(map(str, _nhwc(xshape)))} images)"
+            if len(xshape) == 2 else ""),
     )
 
 
 def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Read a user ``.npz`` with ``x_train``, ``y_train``, ``x_test``, ``y_test``.
 
-    Loaded with ``allow_pickle=False``; grey ``(N, H, W)`` images get a channel axis, and
-    channels-first ``(N, C, H, W)`` images (:func:`channels_first`) are transposed to NHWC.
+    Loaded with ``allow_pickle=False``; grey ``(N, H, W)`` images get a channel axis,
+    channels-first ``(N, C, H, W)`` images (:func:`channels_first`) are transposed to NHWC, and flat
+    ``(N, D)`` rows are read as square images (:func:`flat_image_shape`, :func:`_unflatten`).
 
     Returns:
         ``(x_train, y_train, x_test, y_test, num_classes)``: images NHWC in their stored dtype,
@@ -443,6 +504,7 @@ def read_npz(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.n
     headers = _npz_headers(path)
     _check_npz_shapes(path, headers)
     arrays = _load_npz_arrays(path, _NPZ_KEYS)
+    arrays["x_train"], arrays["x_test"] = _unflatten(arrays["x_train"], arrays["x_test"])
     for key in ("x_train", "x_test"):
         x = arrays[key]
         if x.ndim == 3:
