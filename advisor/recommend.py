@@ -438,7 +438,7 @@ def recommend(
             schedule_time_s=Prediction(*whole[i], basis) if i in whole else None,
         )
 
-    choices = [choice(int(i), k + 1) for k, i in enumerate(order[:top])]
+    choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2])[:top])]
     baseline = choice(int(baseline_idx[0]), 0) if baseline_idx else None
     n_front = int(pareto_mask(np.column_stack([np.log(t_c[eligible]), -a_c[eligible], np.log(m_c[eligible])])).sum())
     return Recommendation(
@@ -448,6 +448,30 @@ def recommend(
         table=str(kb.path), model_dir=model_where, table_mismatch=mismatch, new_workload=new_workload,
         baseline=baseline, ranking=how, confidence=confidence,
     )
+
+
+def _distinct_runs(order: list[int], cands: list[Candidate], t_hi: np.ndarray) -> list[int]:
+    """``order`` less the runs shown twice: a recipe filling a time bound whose epoch cap is
+    predicted (the upper edge of the fixed run's band, ``t_hi``) to fit within the bound is the same
+    run as the recipe at that many epochs; the one ranked first stays."""
+    def key(c: Candidate) -> tuple[Any, ...]:
+        return (str(c.model), *sorted(dataclasses.replace(c.config, time_budget_s=0.0).to_dict().items()))
+
+    fixed: dict[tuple[Any, ...], int] = {}
+    for i, c in enumerate(cands):
+        if not c.config.time_budget_s:
+            fixed.setdefault(key(c), i)
+    shown: list[int] = []
+    budget_of: dict[tuple[Any, ...], float] = {}  # the time budget of each run shown (0: none)
+    for i in order:
+        k, budget = key(cands[i]), float(cands[i].config.time_budget_s or 0.0)
+        j = fixed.get(k)
+        if k in budget_of and j is not None and (budget == 0.0) != (budget_of[k] == 0.0) \
+                and float(t_hi[j]) <= max(budget, budget_of[k]):
+            continue
+        budget_of.setdefault(k, budget)
+        shown.append(i)
+    return shown
 
 
 #: Measured trials of the requested GPU the table must hold before the surrogate's trees, rather

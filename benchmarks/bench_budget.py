@@ -44,7 +44,7 @@ REPORT = RESULTS / "budget.md"
 
 def run(args: argparse.Namespace) -> None:
     from advisor import recommend as rc
-    from advisor._recommend._budget import closed_loop
+    from advisor._recommend._budget import LOOP_POOL, closed_loop
     from advisor.records import Workload
     from advisor.tuning import load_trials, run_study
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> None:
     scratch = Path(tempfile.mkdtemp(prefix=f"advisor-budget-{args.dataset}-"))
     table, model_dir = heldout_model(args.dataset, Path(args.workdir), args.rounds)
     rec = rc.recommend(args.dataset, device_kind="cpu", cores=1, constraints=rc.Constraints(max_time_s=args.max_time),
-                       prefer="balanced", table=table, model_dir=model_dir, top=4, seed=args.seed)
+                       prefer="balanced", table=table, model_dir=model_dir, top=LOOP_POOL, seed=args.seed)
     t0 = time.monotonic()
     loop = closed_loop(rec, args.budget, data_dir=data_dir, knowledge_path=scratch / "mine.csv.gz",
                        workdir=scratch / "trials", on_progress=lambda m: print(m, flush=True))

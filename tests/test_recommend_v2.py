@@ -3,6 +3,7 @@ confidence-ranked constraints, --target-accuracy and the --budget closed loop.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -247,6 +248,29 @@ def test_a_short_configuration_run_in_full_does_not_end_the_halving(shipped: tup
     assert loop.winner.predicted_time_s == pytest.approx(0.1 * loop.winner.epochs)
 
 
+def test_the_loop_measures_distinct_recipes_not_one_recipe_at_several_lengths(shipped: tuple[Path, Path]) -> None:
+    """A recipe at 40 epochs, at 60 and filling the bound is one candidate to successive halving
+    (which sets its length): the loop takes the next recipes instead, in the ranking's order."""
+    import dataclasses
+
+    from advisor._recommend._budget import LOOP_POOL, MIN_CANDIDATES, _candidates, loop_choices
+
+    rec = _rec(shipped, "digits", top=1, cores=1)
+    base = rec.choices[0]
+
+    def choice(rank: int, lr: float, epochs: int, budget: float = 0.0) -> Any:
+        return dataclasses.replace(base, rank=rank, config={**base.config, "epochs": epochs, "learning_rate": lr,
+                                                            "time_budget_s": budget})
+
+    ranked = (choice(1, 0.01, 60), choice(2, 0.01, 60, 60.0), choice(3, 0.01, 40), choice(4, 0.02, 40),
+              choice(5, 0.02, 20), choice(6, 0.03, 40), choice(7, 0.04, 40), choice(8, 0.05, 40))
+    rec = dataclasses.replace(rec, choices=ranked)
+    assert [c.rank for c in loop_choices(rec)] == [1, 4, 6, 7]
+    assert len(loop_choices(rec)) == MIN_CANDIDATES < LOOP_POOL
+    cands, _ = _candidates(rec)
+    assert [c.rank for c in cands] == [1, 4, 6, 7] + ([0] if rec.baseline is not None else [])
+
+
 def test_a_rung_on_a_target_ranks_the_soonest_there_first_and_a_time_bound_the_most_accurate(
         shipped: tuple[Path, Path]) -> None:
     """Runs of a --target-accuracy question stop just past the target, so among those reaching it
@@ -397,6 +421,26 @@ def test_a_time_bound_is_answered_with_a_run_that_fills_it(shipped: tuple[Path, 
     filling = [c for c in (*rec.choices, rec.baseline) if c is not None and c.config.get("time_budget_s")]
     assert filling and all(c.config["time_budget_s"] == 120.0 and c.source in ("default", "portfolio") for c in filling)
     assert all(c.time_s.mid <= 120.0 for c in filling)
+
+
+def test_a_run_filling_a_bound_that_its_epoch_cap_fits_is_not_shown_twice() -> None:
+    """A recipe filling 60 s whose 60-epoch cap takes 10 s is the same run as the recipe at 60 epochs:
+    one of them is shown (the first ranked). Where the fixed run may overrun the bound, the two differ."""
+    from advisor._recommend._candidates import Candidate
+    from advisor.recommend import _distinct_runs
+    from advisor.records import Config
+
+    base = Config(framework="torch", epochs=60)
+    fill = Candidate(dataclasses.replace(base, time_budget_s=60.0), "portfolio", None)
+    fixed = Candidate(base, "portfolio", None)
+    shorter = Candidate(dataclasses.replace(base, epochs=40), "portfolio", None)
+    other_model = Candidate(base, "portfolio", None, model="lenet5")
+    cands = [fill, fixed, shorter, other_model]
+    fits = np.array([12.0, 12.0, 8.0, 12.0])  # upper edges of the time bands
+    assert _distinct_runs([0, 1, 2, 3], cands, fits) == [0, 2, 3]
+    assert _distinct_runs([1, 2, 0, 3], cands, fits) == [1, 2, 3]
+    overruns = np.array([12.0, 75.0, 8.0, 12.0])  # the fixed 60 epochs may take 75 s: not the same run
+    assert _distinct_runs([0, 1, 2, 3], cands, overruns) == [0, 1, 2, 3]
 
 
 def test_a_gpu_answer_takes_accuracy_measured_on_a_cpu_as_evidence_but_not_its_time(

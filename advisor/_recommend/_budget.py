@@ -1,6 +1,7 @@
 """The closed loop: spend a stated budget measuring on the user's own data and hardware.
 
-Successive halving over the recommendation's top choices plus the obvious default:
+Successive halving over the recommendation's top recipes (its first choices, one run length of
+each: :func:`loop_choices`) plus the obvious default:
 
 1. rung 0 runs every candidate with its epochs cut so that the rung uses about half the budget
    (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run).
@@ -35,10 +36,14 @@ from advisor._recommend._result import Choice, Recommendation
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
-__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "rank_runs", "MIN_CANDIDATES"]
+__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "loop_choices", "rank_runs", "MIN_CANDIDATES",
+           "LOOP_POOL"]
 
 #: Choices taken into the loop besides the obvious default.
 MIN_CANDIDATES = 4
+#: Choices to ask the recommendation for when the loop runs: enough to find
+#: :data:`MIN_CANDIDATES` distinct recipes among run lengths of the same one (:func:`loop_choices`).
+LOOP_POOL = 4 * MIN_CANDIDATES
 #: Seconds a trial costs beyond its training time (child start, data loading, evaluation) until
 #: the loop has measured it: then the largest it has seen.
 START_OVERHEAD_S = 8.0
@@ -113,8 +118,30 @@ def rank_runs(runs: list[tuple[Choice, LoopRun]], rec: Recommendation) -> list[t
     return meeting + [cr for cr in ranked if not _meets(cr[1], rec)]
 
 
+def _recipe(choice: Choice) -> str:
+    """A choice without its run length: the loop sets how long each candidate runs."""
+    return json.dumps({k: v for k, v in choice.config.items() if k not in ("epochs", "time_budget_s")},
+                      sort_keys=True, default=str) + choice.model
+
+
+def loop_choices(rec: Recommendation) -> list[Choice]:
+    """The choices the loop measures besides the obvious default: the first :data:`MIN_CANDIDATES`
+    distinct recipes in the recommendation's order. The same recipe at another run length (or
+    filling the time bound) is the same candidate at another fidelity: successive halving gives it
+    its length, so a second copy would only spend the budget twice on one recipe."""
+    seen: set[str] = set()
+    out: list[Choice] = []
+    for c in rec.choices:
+        if _recipe(c) not in seen:
+            seen.add(_recipe(c))
+            out.append(c)
+        if len(out) == MIN_CANDIDATES:
+            break
+    return out
+
+
 def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
-    pool = list(rec.choices[:MIN_CANDIDATES]) + ([rec.baseline] if rec.baseline is not None else [])
+    pool = loop_choices(rec) + ([rec.baseline] if rec.baseline is not None else [])
     seen: set[str] = set()
     cands: list[Choice] = []
     for c in pool:

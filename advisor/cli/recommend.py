@@ -6,6 +6,7 @@ framework, Optuna, scikit-learn or matplotlib.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from enum import Enum
 from pathlib import Path
@@ -297,10 +298,15 @@ def recommend_command(
         max_memory_mb=parse_quantity(max_memory, _UNITS_MB, "--max-memory", "2GB or 512MB") if max_memory else None,
     )
     names = [f.strip() for f in frameworks.split(",") if f.strip()] if frameworks else None
+    pool = top
+    if budget_s is not None:  # the loop takes its recipes from more choices than are shown
+        from advisor._recommend._budget import LOOP_POOL
+
+        pool = max(top, LOOP_POOL)
     try:
         rec = rc.recommend(
             dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
-            cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=max(top, 4) if budget_s else top, table=table,
+            cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=pool, table=table,
             model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
         )
     except ConstraintError as exc:
@@ -321,15 +327,16 @@ def recommend_command(
     verified: list[Any] = []
     stats = None
     if budget_s is not None:
-        from advisor._recommend._budget import closed_loop
+        from advisor._recommend._budget import closed_loop, loop_choices
 
+        measured = dataclasses.replace(rec, choices=tuple(loop_choices(rec)))  # what the loop measures, as ranked
         if not as_json:
-            _print(rec)
-        err.print(f"Closed loop: measuring the top choices and the obvious default within {budget_s:.0f} s ...")
+            _print(measured)
+        err.print(f"Closed loop: measuring the top recipes and the obvious default within {budget_s:.0f} s ...")
         loop = closed_loop(rec, budget_s, data_dir=str(data_dir) if data_dir else None,
                            on_progress=lambda m: err.print("  " + m))
         if as_json:
-            data = rec.to_dict()
+            data = measured.to_dict()
             data["loop"] = loop.to_dict()
             print_json(data)
         else:
