@@ -126,10 +126,11 @@ def _recipe(choice: Choice) -> str:
 
 def loop_choices(rec: Recommendation) -> list[Choice]:
     """The choices the loop measures besides the obvious default: the first :data:`MIN_CANDIDATES`
-    distinct recipes in the recommendation's order. The same recipe at another run length (or
-    filling the time bound) is the same candidate at another fidelity: successive halving gives it
-    its length, so a second copy would only spend the budget twice on one recipe."""
-    seen: set[str] = set()
+    distinct recipes in the recommendation's order, other than the default's (always measured). The
+    same recipe at another run length (or filling the time bound) is the same candidate at another
+    fidelity: successive halving gives it its length, so a second copy would only spend the budget
+    twice on one recipe."""
+    seen: set[str] = {_recipe(rec.baseline)} if rec.baseline is not None else set()
     out: list[Choice] = []
     for c in rec.choices:
         if _recipe(c) not in seen:
