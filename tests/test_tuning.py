@@ -380,15 +380,18 @@ def test_an_interrupt_that_lands_in_a_finaliser_is_delivered_again_without_a_tra
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A ^C that Python handles while it runs a finaliser (garbage collection, a weakref callback)
     cannot propagate there: it must neither be printed as "Exception ignored" nor be lost."""
-    from advisor._tuning._study import _deferred_interrupts, _interruptible
+    from advisor._tuning._study import _deferred_interrupts, _interruptible, sigterm_as_interrupt
 
     reported: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", reported.append)
     ran: list[str] = []
 
     class Finalised:
+        def __init__(self, signum: int) -> None:
+            self.signum = signum
+
         def __del__(self) -> None:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), self.signum)
             end = time.monotonic() + 0.2
             while time.monotonic() < end:  # the handler runs here, inside the finaliser
                 pass
@@ -397,11 +400,19 @@ def test_an_interrupt_that_lands_in_a_finaliser_is_delivered_again_without_a_tra
     with _deferred_interrupts():
         with pytest.raises(KeyboardInterrupt, match="signal"):
             with _interruptible():
-                Finalised()  # finalised at once: the interrupt raised inside __del__ is swallowed
+                Finalised(signal.SIGINT)  # finalised at once: the interrupt raised inside __del__ is swallowed
                 ran.append("after the finaliser")
                 time.sleep(5)  # delivered again: raised here
                 ran.append("not reached")
     assert ran == ["after the finaliser"]
+    # a worker told to stop (SIGTERM) outside the trial loop: the same
+    with sigterm_as_interrupt():
+        with pytest.raises(KeyboardInterrupt, match="signal"):
+            Finalised(signal.SIGTERM)
+            ran.append("after the second finaliser")
+            time.sleep(5)
+            ran.append("not reached")
+    assert ran == ["after the finaliser", "after the second finaliser"]
     assert reported == [], [r.exc_value for r in reported]
 
 

@@ -66,11 +66,28 @@ class _SignalInterrupt(KeyboardInterrupt):
         self.signum = signum
 
 
-def _redeliver(signum: int) -> None:
-    # From a helper thread: the main thread runs the handler again at its next bytecode check,
-    # which is almost surely ordinary code (a finaliser is a few bytecodes long)
-    if _INTERRUPTS.interruptible:
-        os.kill(os.getpid(), signum)
+@contextlib.contextmanager
+def _redelivered(active: Callable[[], bool]) -> Iterator[None]:
+    """While the block runs, a :class:`_SignalInterrupt` raised where Python cannot propagate it
+    (the signal landed while a finaliser or a weakref callback ran: garbage collection, logging's
+    lock bookkeeping) is neither printed ("Exception ignored in ...", with a traceback) nor lost: its
+    signal is sent again from a helper thread, and the main thread's handler raises it in ordinary
+    code, as long as ``active()`` still says an interrupt should be raised."""
+    def send(signum: int) -> None:
+        if active():
+            os.kill(os.getpid(), signum)
+
+    def unraisable(info: Any) -> None:
+        if isinstance(info.exc_value, _SignalInterrupt):
+            threading.Timer(0.01, send, (info.exc_value.signum,)).start()
+            return
+        previous(info)
+
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 @contextlib.contextmanager
@@ -86,25 +103,14 @@ def _deferred_interrupts() -> Iterator[None]:
         if _INTERRUPTS.interruptible:
             raise _SignalInterrupt(signum)
 
-    def unraisable(info: Any) -> None:
-        # A signal that lands while Python runs a finaliser or a weakref callback (garbage
-        # collection, logging's lock bookkeeping) raises where no exception can propagate: Python
-        # would print "Exception ignored in ..." with a traceback and the trial would run on. Such
-        # an interrupt is not an error: deliver it again, so that it stops the trial in ordinary code.
-        if isinstance(info.exc_value, _SignalInterrupt):
-            threading.Timer(0.01, _redeliver, (info.exc_value.signum,)).start()
-            return
-        previous_hook(info)
-
     _INTERRUPTS.pending = False
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
-        yield
+        with _redelivered(lambda: _INTERRUPTS.interruptible):
+            yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-        sys.unraisablehook = previous_hook
         _INTERRUPTS.interruptible = False
 
 
@@ -144,12 +150,15 @@ def sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise _SignalInterrupt(signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
+    active = [True]
     try:
-        yield
+        with _redelivered(lambda: active[0]):
+            yield
     finally:
+        active[0] = False
         signal.signal(signal.SIGTERM, previous)
 
 
