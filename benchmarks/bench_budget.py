@@ -40,6 +40,7 @@ from common import RESULTS, SHARED, append_jsonl, command_line, git_rev, machine
 
 RAW = RESULTS / "raw" / "budget.jsonl"
 REPORT = RESULTS / "budget.md"
+FINDINGS = RESULTS / "raw" / "budget.findings.md"  # the reading of the rows, by hand
 
 
 def run(args: argparse.Namespace) -> None:
@@ -138,6 +139,8 @@ def render(_: argparse.Namespace) -> None:
         "with the held-out models of `bench_recommend_v2.py` (`--workdir /tmp/rv2-matrix`): "
         + "; ".join(f"{r['dataset']} on core {r.get('core', '?')} at {r.get('git', '?')}" for r in records) + ".",
     ]
+    if FINDINGS.exists():
+        lines += ["", FINDINGS.read_text(encoding="utf-8").strip()]
     REPORT.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {REPORT}")
 
