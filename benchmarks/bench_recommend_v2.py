@@ -138,6 +138,14 @@ def _cifar10_longtail(path: Path, ratio: float = 20.0) -> None:
     np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
 
 
+def _cifar10_few(path: Path, per_class: int = 100) -> None:
+    """Few labelled images: the first ``per_class`` training images of each class (1,000 in all), the
+    whole test set."""
+    x, y, x_test, y_test = _cifar10_arrays()
+    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:per_class] for k in range(10)]))
+    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
+
+
 def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> np.ndarray:
     """Symmetric label noise: a fixed ``rate`` of the labels (seed 0) replaced by another class."""
     rng = np.random.default_rng(0)
@@ -159,7 +167,9 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # few images and imbalanced classes (20:1), a balanced test set
            "cifar10-longtail": _cifar10_longtail,
            # web-scraped labels: 20% of the training labels wrong (symmetric noise), the test labels clean
-           "cifar10-noisy": lambda path: _cifar10_derived(path, relabel_train=_noisy_labels)}
+           "cifar10-noisy": lambda path: _cifar10_derived(path, relabel_train=_noisy_labels),
+           # few labels: 100 training images a class (1,000 in all), the whole test set
+           "cifar10-few": _cifar10_few}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
