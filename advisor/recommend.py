@@ -438,7 +438,7 @@ def recommend(
             schedule_time_s=Prediction(*whole[i], basis) if i in whole else None,
         )
 
-    choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2])[:top])]
+    choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2], top))]
     baseline = choice(int(baseline_idx[0]), 0) if baseline_idx else None
     n_front = int(pareto_mask(np.column_stack([np.log(t_c[eligible]), -a_c[eligible], np.log(m_c[eligible])])).sum())
     return Recommendation(
@@ -450,27 +450,29 @@ def recommend(
     )
 
 
-def _distinct_runs(order: list[int], cands: list[Candidate], t_hi: np.ndarray) -> list[int]:
-    """``order`` less the runs shown twice: a recipe filling a time bound whose epoch cap is
-    predicted (the upper edge of the fixed run's band, ``t_hi``) to fit within the bound is the same
-    run as the recipe at that many epochs; the one ranked first stays."""
+def _distinct_runs(order: list[int], cands: list[Candidate], t_hi: np.ndarray, limit: int) -> list[int]:
+    """The first ``limit`` of ``order`` less the runs shown twice: a recipe filling a time bound whose
+    epoch cap is predicted (the upper edge of the fixed run's band, ``t_hi``) to fit within the bound
+    is the same run as the recipe at that many epochs; the one ranked first stays."""
     def key(c: Candidate) -> tuple[Any, ...]:
-        return (str(c.model), *sorted(dataclasses.replace(c.config, time_budget_s=0.0).to_dict().items()))
+        config = c.config.to_dict()
+        config["time_budget_s"] = 0.0
+        return (str(c.model), *sorted(config.items()))
 
-    fixed: dict[tuple[Any, ...], int] = {}
-    for i, c in enumerate(cands):
-        if not c.config.time_budget_s:
-            fixed.setdefault(key(c), i)
     shown: list[int] = []
-    budget_of: dict[tuple[Any, ...], float] = {}  # the time budget of each run shown (0: none)
+    first: dict[tuple[Any, ...], int] = {}  # each run shown, by its recipe and epochs
     for i in order:
-        k, budget = key(cands[i]), float(cands[i].config.time_budget_s or 0.0)
-        j = fixed.get(k)
-        if k in budget_of and j is not None and (budget == 0.0) != (budget_of[k] == 0.0) \
-                and float(t_hi[j]) <= max(budget, budget_of[k]):
-            continue
-        budget_of.setdefault(k, budget)
+        k = key(cands[i])
+        e = first.setdefault(k, i)
+        if e != i:
+            budgets = (float(cands[i].config.time_budget_s or 0.0), float(cands[e].config.time_budget_s or 0.0))
+            if (budgets[0] == 0.0) != (budgets[1] == 0.0):
+                fixed = i if budgets[0] == 0.0 else e
+                if float(t_hi[fixed]) <= max(budgets):
+                    continue
         shown.append(i)
+        if len(shown) == limit:
+            break
     return shown
 
 

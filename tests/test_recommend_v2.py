@@ -437,10 +437,11 @@ def test_a_run_filling_a_bound_that_its_epoch_cap_fits_is_not_shown_twice() -> N
     other_model = Candidate(base, "portfolio", None, model="lenet5")
     cands = [fill, fixed, shorter, other_model]
     fits = np.array([12.0, 12.0, 8.0, 12.0])  # upper edges of the time bands
-    assert _distinct_runs([0, 1, 2, 3], cands, fits) == [0, 2, 3]
-    assert _distinct_runs([1, 2, 0, 3], cands, fits) == [1, 2, 3]
+    assert _distinct_runs([0, 1, 2, 3], cands, fits, 8) == [0, 2, 3]
+    assert _distinct_runs([0, 1, 2, 3], cands, fits, 2) == [0, 2]
+    assert _distinct_runs([1, 2, 0, 3], cands, fits, 8) == [1, 2, 3]
     overruns = np.array([12.0, 75.0, 8.0, 12.0])  # the fixed 60 epochs may take 75 s: not the same run
-    assert _distinct_runs([0, 1, 2, 3], cands, overruns) == [0, 1, 2, 3]
+    assert _distinct_runs([0, 1, 2, 3], cands, overruns, 8) == [0, 1, 2, 3]
 
 
 def test_a_gpu_answer_takes_accuracy_measured_on_a_cpu_as_evidence_but_not_its_time(
