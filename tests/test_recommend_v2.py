@@ -248,6 +248,39 @@ def test_a_short_configuration_run_in_full_does_not_end_the_halving(shipped: tup
     assert loop.winner.predicted_time_s == pytest.approx(0.1 * loop.winner.epochs)
 
 
+def test_a_run_that_stopped_at_the_target_is_not_run_again(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """On --target-accuracy, a candidate whose cut run already reached the target stands: a longer
+    schedule gets there no sooner, so the loop neither repeats it nor lets a slower run replace it.
+    TEST DATA: a runner whose accuracy follows each configuration's constructed curve."""
+    import dataclasses
+
+    from advisor._recommend._budget import closed_loop
+
+    from _knowledge_rows import make_result
+
+    rec = _rec(shipped, "digits", top=1, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
+    base = rec.choices[0]
+
+    def choice(rank: int, lr: float) -> Any:
+        # predicted at 20 s an epoch, so that rung 0 cuts every run to one epoch (they take 1 s an epoch)
+        return dataclasses.replace(base, rank=rank, schedule_time_s=None, time_s=rc.Prediction(600.0, 600.0, 600.0),
+                                   config={**base.config, "epochs": 30, "learning_rate": lr,
+                                           "stop_at_accuracy": 0.9, "time_budget_s": 0.0})
+
+    rec = dataclasses.replace(rec, baseline=None, constraints=rc.Constraints(min_accuracy=0.9),
+                              choices=(choice(1, 0.01), choice(2, 0.02), choice(3, 0.03)))
+    calls: list[tuple[float, int]] = []
+
+    def runner(workload: Any, cfg: Any, **_: Any) -> Any:
+        calls.append((cfg.learning_rate, cfg.epochs))
+        acc = 0.95 if cfg.learning_rate == 0.02 else 0.5 + 0.01 * cfg.epochs  # 0.02 reaches it at once
+        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=1.0 * cfg.epochs, test_accuracy=acc)
+
+    loop = closed_loop(rec, 200.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert (0.02, 1) in calls and sum(lr == 0.02 for lr, _ in calls) == 1  # reached it at once: never run again
+    assert loop.winner is not None and loop.winner.label == "#2" and loop.winner.epochs == 1
+
+
 def test_the_loop_measures_distinct_recipes_not_one_recipe_at_several_lengths(shipped: tuple[Path, Path]) -> None:
     """A recipe at 40 epochs, at 60 and filling the bound is one candidate to successive halving
     (which sets its length): the loop takes the next recipes instead, in the ranking's order."""

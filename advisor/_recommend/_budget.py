@@ -12,7 +12,9 @@ each: :func:`loop_choices`) plus the obvious default:
    survivors longer, until one is left, every survivor has run its full length, or the budget is
    spent. A survivor already run in full is not run again: its run stands against the others'
    longer ones (a one-epoch configuration run in full would otherwise end the loop by beating
-   longer ones cut to its length);
+   longer ones cut to its length). So does a survivor whose next run would be no longer than its
+   last, and one that stopped at the accuracy asked for (``--target-accuracy``): a longer schedule
+   reaches it no sooner;
 3. the winner is the best of the last rung's runs and every run of a configuration in full,
    meeting the constraints when any run does.
 
@@ -231,6 +233,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     seen_overheads: list[float] = []
     alive = _affordable(cands, budget_s, rec)
     complete: dict[str, LoopRun] = {}  # candidates measured at their full length: not run again
+    latest: dict[str, LoopRun] = {}  # each candidate's last run
+    stops_at_target = any(c.config.get("stop_at_accuracy") for c in cands)
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
     while alive:
@@ -245,6 +249,11 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
             if overhead + full * per_epoch[_label(c)] <= min(2 * share, left):
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
+            last = latest.get(_label(c))
+            if last is not None and epochs <= last.epochs:  # no longer than it has run: that run stands
+                complete[_label(c)] = last
+                runs.append((c, last))
+                continue
             run_key = f"{_label(c)}|{rung}|{epochs}"
             predicted = per_epoch[_label(c)] * epochs
             if run_key in done:
@@ -278,7 +287,9 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             result.spent_s += r.wall_time_s
             result.runs.append(r)
             runs.append((c, r))
-            if r.epochs >= full and r.status == "ok":
+            latest[_label(c)] = r
+            if r.status == "ok" and (r.epochs >= full or (stops_at_target and _meets(r, rec))):
+                # run in full, or stopped at the accuracy asked for: a longer schedule gets there no sooner
                 complete[_label(c)] = r
         if not any(r.rung == rung for _, r in runs):
             break
