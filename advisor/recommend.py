@@ -311,10 +311,11 @@ def recommend(
                 confidence, unsure, shown = UNSURE_FLOOR, True, int(eligible.sum())
                 if not (is_measured | acc_measured).any():  # no evidence here: measured records elsewhere count
                     eligible = _robust_beside_default(eligible, cands, [transfer_probability(c.transfer) for c in cands])
-                notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; the choices below "
-                             f"meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%})" + (
-                                 "; the portfolio's robust recipes are shown beside the obvious default, as their "
-                                 "measured records elsewhere say they do as well" if eligible.sum() > shown else "") + ".")
+                if eligible.any():  # else the request is refused, or answered with best shots (below)
+                    notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; the choices "
+                                 f"below meet them with at least {UNSURE_FLOOR:.0%} (the best: {p.max():.0%})" + (
+                                     "; the portfolio's robust recipes are shown beside the obvious default, as their "
+                                     "measured records elsewhere say they do as well" if eligible.sum() > shown else "") + ".")
             if not eligible.any():
                 raise ConstraintError(_impossible(constraints, t, a, p))
         except ConstraintError:

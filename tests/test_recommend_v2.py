@@ -385,6 +385,12 @@ def test_a_target_on_an_unmeasured_dataset_gets_best_shots_and_an_impossible_one
     rec = _rec(shipped, "fashion-mnist", constraints=rc.Constraints(min_accuracy=target), prefer="fast", top=3)
     assert rec.choices and "best shots" in rec.ranking
     assert any("the choices are the best shots" in w.lower() for w in rec.warnings)
+    # just under the best median: the likeliest is about 50% likely, under the 60% floor, so best shots again,
+    # and the answer does not also claim that its choices are 60% likely to meet the target
+    near = _rec(shipped, "fashion-mnist", constraints=rc.Constraints(min_accuracy=round(best.accuracy.mid - 1e-4, 4)),
+                prefer="fast", top=3)
+    assert "best shots" in near.ranking and max(c.p_constraints for c in near.choices) < 0.6
+    assert not any("meet them with at least" in w for w in near.warnings), near.warnings
     assert all(c.accuracy.hi >= target for c in rec.choices)
     # the highest predicted accuracy first (a random draw on its band's low side), within the tie
     # unless the obvious default is kept first (no alternative 80% likely to be more accurate)
