@@ -109,17 +109,11 @@ def _idx_pair(name: str, part: str) -> tuple[np.ndarray, np.ndarray]:
             read_idx(folder / f"{part}-labels-idx1-ubyte.gz").astype(np.int64))
 
 
-def _fashion_small(path: Path) -> None:
-    """Fashion-MNIST at 14x14 (2x2 blocks averaged), its first 12,000 training images, the whole test set."""
-    (x, y), (x_test, y_test) = _idx_pair("fashion-mnist", "train"), _idx_pair("fashion-mnist", "t10k")
-    np.savez(path, x_train=_halved(x[:12000]), y_train=y[:12000], x_test=_halved(x_test), y_test=y_test)
-
-
-def _mnist_small(path: Path) -> None:
-    """MNIST at 14x14 (2x2 blocks averaged), all 60,000 training images and the whole test set: an
-    easy task, on which the obvious default is already near its ceiling."""
-    (x, y), (x_test, y_test) = _idx_pair("mnist", "train"), _idx_pair("mnist", "t10k")
-    np.savez(path, x_train=_halved(x), y_train=y, x_test=_halved(x_test), y_test=y_test)
+def _idx_halved(path: Path, name: str, n_train: int | None = None) -> None:
+    """An IDX dataset at half its side (2x2 blocks averaged): its first ``n_train`` training images
+    (all by default) and the whole test set."""
+    (x, y), (x_test, y_test) = _idx_pair(name, "train"), _idx_pair(name, "t10k")
+    np.savez(path, x_train=_halved(x[:n_train]), y_train=y[:n_train], x_test=_halved(x_test), y_test=y_test)
 
 
 def _mnist_fashion20(path: Path) -> None:
@@ -136,20 +130,11 @@ def _mnist_fashion20(path: Path) -> None:
              x_test=parts["t10k"][0][:10000], y_test=parts["t10k"][1][:10000])
 
 
-def _cifar10_longtail(path: Path, ratio: float = 20.0) -> None:
-    """CIFAR-10 long-tailed (as CIFAR-10-LT): class k keeps its first ``3000 * ratio ** (-k / 9)``
-    training images of the copy's 3,000 (2,983 airplanes down to 150 trucks, 10,195 in all);
-    the test set stays balanced, so accuracy weighs every class alike."""
+def _cifar10_per_class(path: Path, count: Any) -> None:
+    """The CIFAR-10 copy keeping the first ``count(k)`` training images of class k, the whole test
+    set (balanced, so accuracy weighs every class alike)."""
     x, y, x_test, y_test = _cifar10_arrays()
-    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:int(3000 * ratio ** (-k / 9))] for k in range(10)]))
-    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
-
-
-def _cifar10_few(path: Path, per_class: int = 100) -> None:
-    """Few labelled images: the first ``per_class`` training images of each class (1,000 in all), the
-    whole test set."""
-    x, y, x_test, y_test = _cifar10_arrays()
-    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:per_class] for k in range(10)]))
+    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:count(k)] for k in range(10)]))
     np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
 
 
@@ -166,19 +151,22 @@ def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> n
 DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            "cifar10-16px": lambda path: _cifar10_derived(path, _halved),
            "cifar10-vehicles": lambda path: _cifar10_derived(path, relabel=_vehicles),
-           "fashion-mnist-small": _fashion_small, "mnist-fashion20": _mnist_fashion20,
+           # Fashion-MNIST at 14x14 with its first 12,000 training images
+           "fashion-mnist-small": lambda path: _idx_halved(path, "fashion-mnist", 12000),
+           "mnist-fashion20": _mnist_fashion20,
            # the first training batch and 5,000 test images at 48x48: 2.25 times the pixels of any trial
            "cifar10-48px": lambda path: _cifar10_derived(path, _upsized, n_train=10000, n_test=5000),
            # STL-10's shape: 5,000 training images at 96x96, 9 times the pixels of any trial
            "cifar10-96px": lambda path: _cifar10_derived(path, lambda x: _upsized(x, 96), n_train=5000, n_test=2000),
            # few images and imbalanced classes (20:1), a balanced test set
-           "cifar10-longtail": _cifar10_longtail,
+           # (as CIFAR-10-LT: class k keeps 3000 * 20^(-k/9) of the copy's 3,000, 2,983 airplanes down to 150 trucks)
+           "cifar10-longtail": lambda path: _cifar10_per_class(path, lambda k: int(3000 * 20.0 ** (-k / 9))),
            # web-scraped labels: 20% of the training labels wrong (symmetric noise), the test labels clean
            "cifar10-noisy": lambda path: _cifar10_derived(path, relabel_train=_noisy_labels),
            # few labels: 100 training images a class (1,000 in all), the whole test set
-           "cifar10-few": _cifar10_few,
+           "cifar10-few": lambda path: _cifar10_per_class(path, lambda k: 100),
            # an easy task: MNIST at 14x14, all of it
-           "mnist-14px": _mnist_small}
+           "mnist-14px": lambda path: _idx_halved(path, "mnist")}
 
 
 def derived_path(name: str, workdir: Path) -> Path:

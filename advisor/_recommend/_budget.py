@@ -135,8 +135,9 @@ def loop_choices(rec: Recommendation) -> list[Choice]:
     seen: set[str] = {_recipe(rec.baseline)} if rec.baseline is not None else set()
     out: list[Choice] = []
     for c in rec.choices:
-        if _recipe(c) not in seen:
-            seen.add(_recipe(c))
+        recipe = _recipe(c)
+        if recipe not in seen:
+            seen.add(recipe)
             out.append(c)
         if len(out) == MIN_CANDIDATES:
             break
@@ -144,14 +145,7 @@ def loop_choices(rec: Recommendation) -> list[Choice]:
 
 
 def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
-    pool = loop_choices(rec) + ([rec.baseline] if rec.baseline is not None else [])
-    seen: set[str] = set()
-    cands: list[Choice] = []
-    for c in pool:
-        key = json.dumps(c.config, sort_keys=True, default=str) + c.model
-        if key not in seen:
-            seen.add(key)
-            cands.append(c)
+    cands = loop_choices(rec) + ([rec.baseline] if rec.baseline is not None else [])  # the default's recipe is not among them
     per_epoch: dict[str, float] = {}
     for c in cands:  # from the whole schedule's time, not a time to a target
         band = c.schedule_time_s or c.time_s
@@ -233,7 +227,6 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     seen_overheads: list[float] = []
     alive = _affordable(cands, budget_s, rec)
     complete: dict[str, LoopRun] = {}  # candidates measured at their full length: not run again
-    latest: dict[str, LoopRun] = {}  # each candidate's last run
     stops_at_target = any(c.config.get("stop_at_accuracy") for c in cands)
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
@@ -249,7 +242,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
             if overhead + full * per_epoch[_label(c)] <= min(2 * share, left):
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
-            last = latest.get(_label(c))
+            last = next((r for r in reversed(result.runs) if r.label == _label(c)), None)
             if last is not None and epochs <= last.epochs:  # no longer than it has run: that run stands
                 complete[_label(c)] = last
                 runs.append((c, last))
@@ -287,7 +280,6 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             result.spent_s += r.wall_time_s
             result.runs.append(r)
             runs.append((c, r))
-            latest[_label(c)] = r
             if r.status == "ok" and (r.epochs >= full or (stops_at_target and _meets(r, rec))):
                 # run in full, or stopped at the accuracy asked for: a longer schedule gets there no sooner
                 complete[_label(c)] = r
