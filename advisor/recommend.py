@@ -48,7 +48,7 @@ from advisor._recommend._device import CPU_VIEW
 from advisor._recommend._device import device_figures as _device_figures
 from advisor._recommend._rules import (
     ACCURACY_LEVEL_REASONS, BEST_SHOT_MAX_EPOCHS, BEST_SHOT_TIE, EXPLORATORY_CONFIDENCE, HARDWARE_REASONS, SWITCH_CONFIDENCE,
-    TRUSTED_SOURCES, UNSURE_FLOOR,
+    OTHER_SIZE, TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
     best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
@@ -218,11 +218,24 @@ def recommend(
     to_target = constraints.min_accuracy if accuracy_only and prefer == "fast" else None
     measured = measured_configs(kb, same_workload_rows(kb, workload, target), models=evidence_models,
                                 stop_at=to_target)
-    cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) for m in measured
-              if m.config.framework in usable]
+    # Where the workload's full size was never measured, runs of the largest measured size stand
+    # in for it (same_workload_rows): their accuracy is evidence (more data rarely lowers it),
+    # their time and memory are not (both grow with the samples), so those are predicted.
+    other_size = {id(m) for m in measured if m.train_samples and m.train_samples != workload.train_samples}
+    cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) if id(m) not in other_size else
+              Candidate(m.config, OTHER_SIZE, None, model=m.model, accuracy_of=m)
+              for m in measured if m.config.framework in usable]
     cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in
               measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))]
     cands = unique(cands)
+    sizes = sorted({got.train_samples for c in cands for got in (c.measured, c.accuracy_of)
+                    if got is not None and got.train_samples and got.train_samples != workload.train_samples})
+    if sizes:
+        size = ", ".join(f"{n:,}" for n in sizes)
+        notes.append(f"{workload.dataset} was measured at {size} training samples, not at the {workload.train_samples:,} "
+                     f"asked for: those runs' accuracy is shown as measured (more data rarely lowers it), their time "
+                     f"and memory are predicted for {workload.train_samples:,} (--train-samples {sizes[-1]} asks about "
+                     "the measured size).")
 
     x = encode_candidates(cands, workload, target, surrogate)
     # With the device model, time and memory come from physics and accuracy from the same runs on
@@ -423,7 +436,9 @@ def recommend(
     def choice(i: int, rank_: int) -> Choice:
         cand = cands[i]
         basis = "measured" if cand.measured is not None else "predicted"
-        acc_basis = "measured on cpu" if cand.accuracy_of is not None else basis
+        acc_basis = basis if cand.accuracy_of is None else OTHER_SIZE if cand.source == OTHER_SIZE else "measured on cpu"
+        got = cand.measured or cand.accuracy_of
+        size = got.train_samples if got is not None and got.train_samples != workload.train_samples else None
         evidence = (own_evidence(kb, cand.measured) if cand.measured is not None else
                     nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K,
                                    device_kind=target.device_kind, dataset=evidence_dataset))
@@ -437,6 +452,7 @@ def recommend(
             repeats=(cand.measured or cand.accuracy_of).repeats if (cand.measured or cand.accuracy_of) else 0,
             p_constraints=float(p[i]), transfer=cand.transfer, p_not_worse=transfer_probability(cand.transfer),
             schedule_time_s=Prediction(*whole[i], basis) if i in whole else None,
+            measured_train_samples=size or None,
         )
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2], top))]

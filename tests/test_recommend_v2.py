@@ -19,6 +19,7 @@ from advisor import surrogate as sg
 from advisor._recommend._baseline import EPOCH_GRID, OBVIOUS_DEFAULT
 from advisor._recommend._constraints import probability
 from advisor._recommend._portfolio import PORTFOLIO_NAME, build_portfolio, load_portfolio
+from advisor._recommend._rules import OTHER_SIZE
 from advisor.cli import app
 from advisor.errors import ConstraintError
 from advisor.knobs import forced_by_model
@@ -601,3 +602,48 @@ def test_a_measured_accuracy_is_as_firm_as_its_test_set_and_seeds_make_it() -> N
     t = (np.array([1.0]), np.array([1.0]), np.array([1.0]))
     p = float(probability(rc.Constraints(min_accuracy=0.99), t, band, t)[0])
     assert 0.65 < p < 0.8
+
+
+def test_runs_of_a_smaller_copy_stand_for_the_full_size_as_accuracy_only(shipped: tuple[Path, Path],
+                                                                         tmp_path: Path) -> None:
+    """The full size was never measured, a smaller copy was (the CIFAR-10 copy is 3 of 5 batches):
+    those runs' accuracy is evidence, but their time is the smaller copy's, so it is predicted."""
+    from advisor.knowledge import row_from_result
+    from advisor.records import Config
+
+    from _knowledge_rows import make_result
+
+    table = kb.read(shipped[0])
+    cols = table.columns
+    keep = [i for i in range(len(table)) if not (cols["dataset_name"][i] == "cifar10"
+                                                 and (cols["train_samples"][i] or 0) >= 25_000)]
+    rows_ = [{k: v[i] for k, v in cols.items()} for i in keep]
+    cfg = Config(framework="torch", batch_size=128, learning_rate=1e-3, epochs=10, optimizer="adam", threads=1)
+    rows_ += [row_from_result(make_result(cfg, "cifar10", train=30_000, number=900 + k), CPU_PROFILE)
+              for k in range(3)]
+    path = tmp_path / "knowledge.csv.gz"
+    kb.write(rows_, path)
+    ours = {k: cfg.to_dict()[k] for k in ("batch_size", "learning_rate", "epochs", "optimizer")}
+
+    def mine(rec: Any) -> list[Any]:
+        return [c for c in rec.choices if c.framework == "torch" and c.model == "cifar_quick"
+                and {k: c.config[k] for k in ours} == ours and not c.config.get("time_budget_s")]
+
+    full = rc.recommend("cifar10", table=path, model_dir=shipped[1], profile=CPU_PROFILE, prefer="accurate",
+                        top=300, candidates_per_framework=100)
+    assert full.workload.train_samples == 50_000 and not full.workload.train_samples_given
+    assert not [c for c in full.choices if c.basis == "measured"], "30,000-sample runs are not the 50,000 run"
+    got = mine(full)
+    assert got, "the measured recipe should be a candidate"
+    c = got[0]
+    assert c.accuracy.basis == OTHER_SIZE and c.time_s.basis == "predicted" and c.measured_train_samples == 30_000
+    measured_accuracy = float(np.median([r["test_accuracy"] for r in rows_[-3:]]))
+    assert measured_accuracy > 0.5 and c.accuracy.mid == pytest.approx(measured_accuracy, abs=1e-9)
+    assert any("measured at 30,000 training samples, not at the 50,000" in w for w in full.warnings)
+    assert json.loads(json.dumps(full.to_dict()))["choices"][full.choices.index(c)]["measured_train_samples"] == 30_000
+
+    same = rc.recommend("cifar10", table=path, model_dir=shipped[1], profile=CPU_PROFILE, prefer="accurate",
+                        top=300, candidates_per_framework=100, train_samples=30_000)
+    got = mine(same)
+    assert got and got[0].basis == "measured" and got[0].measured_train_samples is None
+    assert not any("training samples, not at the" in w for w in same.warnings)

@@ -63,6 +63,9 @@ class Measured:
     accuracy: tuple[float, float, float]
     memory_mb: tuple[float, float, float]
     trial_ids: tuple[str, ...]
+    #: The training samples its runs used (the largest measured size stands in for a full size
+    #: that was never measured, see :func:`same_workload_rows`); 0 when unknown.
+    train_samples: int = 0
 
 
 def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target | None) -> list[int]:
@@ -166,7 +169,8 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
                             (min(t[0], t[1] / MEASURED_TIME_FACTOR), t[1], max(t[2], t[1] * MEASURED_TIME_FACTOR)),
                             (max(0.0, min(a[0], a[1] - noise)), a[1], min(1.0, max(a[2], a[1] + noise))),
                             (min(m[0], m[1] / MEASURED_TIME_FACTOR), m[1], max(m[2], m[1] * MEASURED_TIME_FACTOR)),
-                            tuple(str(cols["trial_id"][i]) for i in idx)))
+                            tuple(str(cols["trial_id"][i]) for i in idx),
+                            int(np.median([cols["train_samples"][i] or 0 for i in idx]))))
     return out
 
 

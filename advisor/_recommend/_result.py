@@ -74,6 +74,9 @@ class Choice:
     #: The whole schedule's predicted time, where ``time_s`` is the predicted time to an accuracy
     #: target (a run stopping there); None otherwise.
     schedule_time_s: Prediction | None = None
+    #: The training samples of the runs behind a measured figure, where they are not the
+    #: workload's (a smaller copy measured in place of the full size); None otherwise.
+    measured_train_samples: int | None = None
 
 
 @dataclass(frozen=True)

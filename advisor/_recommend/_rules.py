@@ -12,13 +12,16 @@ from advisor._recommend._candidates import Candidate, family_key
 from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
-__all__ = ["TRUSTED_SOURCES", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
+__all__ = ["TRUSTED_SOURCES", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "monotone_over_epochs", "p_better", "order",
            "best_shots", "best_shot_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
 TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
+#: The source (and accuracy basis) of a configuration measured on the dataset at another training
+#: size than the one asked: its accuracy is evidence, its time and memory are predicted.
+OTHER_SIZE = "measured at another size"
 #: Best shots whose predicted accuracy is within this of the highest count as equally good; the
 #: faster of them goes first.
 BEST_SHOT_TIE = 0.005

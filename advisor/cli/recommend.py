@@ -124,7 +124,7 @@ def _print(rec: Any) -> None:
     if narrow():  # one line per choice: a table this wide would cut numbers
         for c in rows:
             basis = (f"MEASURED x{c.repeats}" if c.basis == "measured" else
-                     f"accuracy MEASURED x{c.repeats} on a CPU, time predicted" if c.accuracy.basis != c.basis
+                     f"accuracy MEASURED x{c.repeats}{_where_measured(c)}, time predicted" if c.accuracy.basis != c.basis
                      else "predicted")
             p = f", P {c.p_constraints:.0%}" if rec.confidence is not None else ""
             whole = f" (whole run {seconds_text(c.schedule_time_s.mid)})" if c.schedule_time_s is not None else ""
@@ -133,6 +133,12 @@ def _print(rec: Any) -> None:
     else:
         _print_table(rec, rows)
     _print_details(rec, rows)
+
+
+def _where_measured(c: Any) -> str:
+    """Where a choice's measured accuracy (only) was measured: another device, another training size."""
+    where = " on a CPU" if c.accuracy.basis == "measured on cpu" else ""
+    return where + (f" at {c.measured_train_samples:,} training samples" if c.measured_train_samples else "")
 
 
 def _print_table(rec: Any, rows: list[Any]) -> None:
@@ -146,6 +152,7 @@ def _print_table(rec: Any, rows: list[Any]) -> None:
         table.add_column(column, no_wrap=True)
     for c in rows:
         basis = (f"meas x{c.repeats}" if c.basis == "measured" else f"acc meas x{c.repeats}"
+                 + (f" @{c.measured_train_samples:,}" if c.measured_train_samples else "")
                  if c.accuracy.basis != c.basis else "pred")
         cells = [str(c.rank) if c.rank else "dflt", _FW_SHORT.get(c.framework, c.framework), c.model,
                  _compact_time(c.time_s), _compact_accuracy(c.accuracy), f"{c.memory_mb.mid:.0f}", basis]
