@@ -301,7 +301,7 @@ def test_the_loop_measures_distinct_recipes_not_one_recipe_at_several_lengths(sh
     rec = dataclasses.replace(rec, choices=ranked)
     assert [c.rank for c in loop_choices(rec)] == [1, 4, 6, 7]
     assert len(loop_choices(rec)) == MIN_CANDIDATES < LOOP_POOL
-    cands, _ = _candidates(rec)
+    cands, _, _ = _candidates(rec)
     assert [c.rank for c in cands] == [1, 4, 6, 7] + ([0] if rec.baseline is not None else [])
 
 
@@ -647,3 +647,47 @@ def test_runs_of_a_smaller_copy_stand_for_the_full_size_as_accuracy_only(shipped
     got = mine(same)
     assert got and got[0].basis == "measured" and got[0].measured_train_samples is None
     assert not any("training samples, not at the" in w for w in same.warnings)
+
+
+def test_the_test_sets_evaluation_counts_in_plans_and_wall_limits(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """The harness evaluates the whole test set after every epoch: with 100 training images and
+    10,000 test images an epoch is mostly evaluation. The loop's budget check, its plan and every
+    wall limit (the loop's and --verify's) count it, so a run is not killed for evaluating.
+    TEST DATA: a runner that reports each run's training and evaluation time."""
+    import dataclasses
+
+    from advisor._recommend._budget import START_OVERHEAD_S, check_budget, closed_loop
+    from advisor._recommend._verify import EVAL_SHARE, wall_limit_s, with_evaluation
+
+    from _knowledge_rows import make_result
+
+    rec = _rec(shipped, "digits", top=1, cores=1)
+    base = rec.choices[0]
+    rec = dataclasses.replace(rec, baseline=None, choices=(dataclasses.replace(
+        base, schedule_time_s=None, time_s=rc.Prediction(8.0, 10.0, 20.0),
+        config={**base.config, "epochs": 10, "stop_at_accuracy": 0.0, "time_budget_s": 0.0}),))
+    few = dataclasses.replace(rec, workload=dataclasses.replace(rec.workload, train_samples=100, test_samples=10_000,
+                                                                train_samples_given=True))
+    assert with_evaluation(20.0, few) == pytest.approx(20.0 * (1 + EVAL_SHARE * 100))
+    assert with_evaluation(20.0, rec) < 1.2 * 20.0  # digits: 1,437 training images, 360 test images
+    assert wall_limit_s(20.0, few) > 3 * with_evaluation(20.0, few) > 10 * wall_limit_s(20.0, rec) / 3
+    one_epoch = 2.0 + START_OVERHEAD_S  # the training of one epoch (the band's upper edge over 10) and start-up
+    check_budget(rec, 2 * one_epoch)
+    with pytest.raises(ConstraintError, match="too small for one trial"):
+        check_budget(few, 2 * one_epoch)  # pays for the training, not for evaluating 10,000 images
+
+    walls: list[float] = []
+
+    def runner(workload: Any, cfg: Any, *, limits: Any, **_: Any) -> Any:
+        walls.append(limits.wall_time_s)
+        got = make_result(cfg, "digits", train=100)
+        return dataclasses.replace(got, train_time_s=1.0 * cfg.epochs, eval_time_s=50.0 * cfg.epochs,
+                                   epochs_completed=cfg.epochs)
+
+    loop = closed_loop(few, 400.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert loop.runs and len(walls) == len(loop.runs)
+    for r, wall in zip(loop.runs, walls):  # the predicted evaluation (twice the usual share) is in each limit
+        assert wall >= 3 * r.predicted_time_s * (1 + 2 * EVAL_SHARE * 100)
+    # planned with its evaluation, no run costs more than the budget (all 10 epochs would take 510 s;
+    # counting the training alone, they look like 20 s and were run in full)
+    assert sum(51.0 * r.epochs for r in loop.runs) <= 400.0

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from advisor._recommend._result import Choice, Recommendation
+from advisor._recommend._verify import wall_limit_s, with_evaluation
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
@@ -144,13 +145,17 @@ def loop_choices(rec: Recommendation) -> list[Choice]:
     return out
 
 
-def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float]]:
+def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float], dict[str, float]]:
+    """The loop's candidates, each one's predicted training time per epoch (from the whole schedule's
+    time, not a time to a target) and its predicted evaluation of the test set per epoch."""
     cands = loop_choices(rec) + ([rec.baseline] if rec.baseline is not None else [])  # the default's recipe is not among them
     per_epoch: dict[str, float] = {}
-    for c in cands:  # from the whole schedule's time, not a time to a target
+    evals: dict[str, float] = {}
+    for c in cands:
         band = c.schedule_time_s or c.time_s
         per_epoch[_label(c)] = max(band.hi, band.mid) / max(1, int(c.config["epochs"]))
-    return cands, per_epoch
+        evals[_label(c)] = with_evaluation(per_epoch[_label(c)], rec) - per_epoch[_label(c)]
+    return cands, per_epoch, evals
 
 
 def _affordable(cands: list[Choice], budget_s: float, rec: Recommendation) -> list[Choice]:
@@ -167,8 +172,8 @@ def _affordable(cands: list[Choice], budget_s: float, rec: Recommendation) -> li
 
 def check_budget(rec: Recommendation, budget_s: float) -> None:
     """Raise the one-line ConstraintError when ``budget_s`` cannot pay for one trial of the quickest candidate."""
-    _, per_epoch = _candidates(rec)
-    quickest = min(per_epoch.values()) + START_OVERHEAD_S
+    _, per_epoch, evals = _candidates(rec)
+    quickest = min(v + evals[k] for k, v in per_epoch.items()) + START_OVERHEAD_S
     if quickest > budget_s:
         raise ConstraintError(f"A budget of {budget_s:g} s is too small for one trial: the quickest candidate needs "
                               f"about {quickest:.0f} s for one epoch (with start-up); give --budget "
@@ -210,7 +215,10 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     from advisor.records import Workload
 
     path = Path(knowledge_path) if knowledge_path is not None else knowledge.user_knowledge_path()
-    cands, per_epoch = _candidates(rec)
+    cands, per_epoch, evals = _candidates(rec)
+
+    def cost(c: Choice) -> float:  # an epoch's training and evaluation
+        return per_epoch[_label(c)] + evals[_label(c)]
     check_budget(rec, budget_s)
     labels = [(_label(c), c.config, c.model) for c in cands]
     key = _key(rec, budget_s, labels)
@@ -239,8 +247,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 runs.append((c, complete[_label(c)]))
                 continue
             full = int(c.config["epochs"])
-            epochs = max(1, min(full, int((share - overhead) // per_epoch[_label(c)])))
-            if overhead + full * per_epoch[_label(c)] <= min(2 * share, left):
+            epochs = max(1, min(full, int((share - overhead) // cost(c))))
+            if overhead + full * cost(c) <= min(2 * share, left):
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
             last = next((r for r in reversed(result.runs) if r.label == _label(c)), None)
             if last is not None and epochs <= last.epochs:  # no longer than it has run: that run stands
@@ -253,7 +261,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 r = LoopRun(**done[run_key])
                 result.resumed += 1
             else:
-                if predicted + overhead > budget_s - result.spent_s:
+                if cost(c) * epochs + overhead > budget_s - result.spent_s:
                     continue
                 cfg = Config.from_dict({**c.config, "epochs": epochs})
                 workload = Workload(dataset=rec.workload.dataset, model=c.model, data_dir=data_dir,
@@ -262,7 +270,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                     on_progress(f"rung {rung}: {_label(c)} ({c.framework} {c.model}) for {epochs} of {full} epochs, "
                                 f"predicted {predicted:.0f} s; {budget_s - result.spent_s:.0f} s of budget left")
                 t0 = time.monotonic()
-                trial = runner(workload, cfg, limits=harness.Limits(wall_time_s=max(60.0, 3 * predicted + 120)),
+                trial = runner(workload, cfg, limits=harness.Limits(wall_time_s=max(60.0, wall_limit_s(predicted, rec))),
                                workdir=workdir,
                                on_epoch=None if on_progress is None else _epoch_line(on_progress, result, budget_s, t0, epochs))
                 wall = time.monotonic() - t0
@@ -273,8 +281,10 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 done[run_key] = r.__dict__
                 _save_state(state_file, done)
                 if trial.train_time_s:  # learnt from the runs: the largest start-up seen so far
-                    seen_overheads.append(max(1.0, wall - trial.train_time_s))
+                    seen_overheads.append(max(1.0, wall - trial.train_time_s - (trial.eval_time_s or 0.0)))
                     overhead = max(seen_overheads)
+                if trial.status == "ok" and trial.eval_time_s is not None and trial.epochs_completed:
+                    evals[_label(c)] = trial.eval_time_s / trial.epochs_completed  # measured here
             if r.status == "ok" and r.train_time_s and r.epochs:  # its epochs' time here, not the prediction's
                 per_epoch[_label(c)] = r.train_time_s / r.epochs
             result.spent_s += r.wall_time_s

@@ -14,7 +14,13 @@ from advisor import knowledge
 from advisor._recommend._result import Choice, Prediction, Recommendation
 from advisor.records import Config, TrialResult
 
-__all__ = ["Verification", "verify"]
+__all__ = ["Verification", "verify", "EVAL_SHARE", "with_evaluation", "wall_limit_s"]
+
+#: What evaluating one test image costs, as a share of training on one (a forward pass against a
+#: forward and a backward one); the harness evaluates the whole test set after every epoch, so on a
+#: small training set with a large test set most of a run's wall time is evaluation. Plans use this
+#: share; wall limits allow twice it.
+EVAL_SHARE = 0.5
 
 _MODULE_OF = {"torch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime", "sklearn": "sklearn"}
 _DOWNLOADED = ("mnist", "fashion-mnist", "cifar10")
@@ -54,6 +60,18 @@ def _why_not(choice: Choice, rec: Recommendation, data_dir: str | None) -> str |
     return None
 
 
+def with_evaluation(train_s: float, rec: Recommendation, *, share: float = EVAL_SHARE) -> float:
+    """A run's training time plus its evaluation of the test set after every epoch."""
+    w = rec.workload
+    return train_s * (1.0 + share * w.test_samples / max(1, w.train_samples))
+
+
+def wall_limit_s(train_s_hi: float, rec: Recommendation) -> float:
+    """A run's wall-time limit: three times its training time (the band's upper edge) with twice the
+    usual evaluation cost, plus two minutes for start-up and loading."""
+    return 3.0 * with_evaluation(train_s_hi, rec, share=2 * EVAL_SHARE) + 120.0
+
+
 def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir: str | Path | None = None,
            knowledge_path: str | Path | None = None, time_limit_s: float | None = None,
            with_baseline: bool = True) -> tuple[list[Verification], knowledge.MergeStats | None]:
@@ -65,7 +83,7 @@ def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir:
         data_dir: Folder with the dataset's canonical files.
         workdir: Where trial folders go (default: a temporary folder).
         knowledge_path: The knowledge base to merge into (default :func:`knowledge.user_knowledge_path`).
-        time_limit_s: Wall-time limit per trial (default 3x the predicted 90% time, plus 2 minutes).
+        time_limit_s: Wall-time limit per trial (default :func:`wall_limit_s` of the predicted 90% time).
         with_baseline: Also run the obvious default (``rec.baseline``, rank 0) unless it is a choice.
 
     Returns:
@@ -88,7 +106,7 @@ def verify(rec: Recommendation, n: int, *, data_dir: str | None = None, workdir:
             continue
         workload = Workload(dataset=rec.workload.dataset, model=choice.model or rec.workload.model, data_dir=data_dir,
                             train_samples=rec.workload.train_samples if rec.workload.train_samples_given else None)
-        limit = time_limit_s or 3 * (choice.schedule_time_s or choice.time_s).hi + 120
+        limit = time_limit_s or wall_limit_s((choice.schedule_time_s or choice.time_s).hi, rec)
         result = harness.run_trial(workload, Config.from_dict(choice.config),
                                    limits=harness.Limits(wall_time_s=limit), workdir=workdir)
         results.append(result)
