@@ -363,8 +363,19 @@ def test_npz_labels_as_users_save_them_are_renumbered_to_one_output_per_class(tm
     np.savez(sk, X_train=x, y_train=y, X_test=xt, y_test=yt)
     assert read_npz(sk)[0].shape == (12, 6, 6, 1) and get_info(str(sk)).input_shape == (6, 6, 1)
     column2 = write_npz(tmp_path / "two_columns.npz", x_train=x, y_train=np.stack([y, y], 1), x_test=xt, y_test=yt)
-    with pytest.raises(DatasetFileError, match="labels y_train must be a 1-D integer array"):
+    with pytest.raises(DatasetFileError, match="labels y_train must be a 1-D array of class numbers or names"):
         get_info(str(column2))
+    # class names, as a CSV or a folder of images gives them, are numbered in sorted order (no pickle needed)
+    names = np.array(["cat", "dog", "eel"])
+    named = read_npz(write_npz(tmp_path / "named.npz", x_train=x, y_train=names[y], x_test=xt, y_test=names[yt]))
+    assert named[4] == 3 and named[1].tolist() == y.tolist() and named[3].tolist() == yt.tolist()
+    assert named[1].dtype == np.int64 and get_info(str(tmp_path / "named.npz")).num_classes == 3
+    mixed = write_npz(tmp_path / "mixed.npz", x_train=x, y_train=names[y], x_test=xt, y_test=yt)
+    with pytest.raises(DatasetFileError, match="both be class numbers or both class names"):
+        read_npz(mixed)
+    with pytest.raises(DatasetFileError, match="x_train has dtype <U3"):
+        get_info(str(write_npz(tmp_path / "text_images.npz", x_train=np.full(x.shape, "abc"), y_train=y,
+                               x_test=xt, y_test=yt)))
 
 
 # ------------------------------------------------------------------ subsets and loading

@@ -279,8 +279,8 @@ def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
 
 # ----------------------------------------------------------------------------------------- npz
 
-_NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...) using numeric "
-            "arrays: images (N, H, W), (N, H, W, C), (N, C, H, W) or flat (N, H*W[*3]), labels one integer class "
+_NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...): images as numbers "
+            "(N, H, W), (N, H, W, C), (N, C, H, W) or flat (N, H*W[*3]), labels one class number or name "
             "per image")
 
 
@@ -324,9 +324,9 @@ def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
                     shape, _fortran, dtype = read_header(member)
             except Exception as exc:
                 raise file_error(path, f"member {key} has no valid .npy header ({exc})", _NPZ_FIX) from None
-            if dtype.hasobject or dtype.kind not in "biuf":
-                raise file_error(path, f"array {key} has dtype {dtype} (object or non-numeric arrays are "
-                                       "refused: they would need pickle)", _NPZ_FIX)
+            if dtype.hasobject or dtype.kind not in ("biufUS" if key.startswith("y_") else "biuf"):
+                raise file_error(path, f"array {key} has dtype {dtype} (object arrays would need pickle, and "
+                                       "images must be numbers; labels may be numbers or strings)", _NPZ_FIX)
             count = dtype.itemsize
             for d in shape:
                 count *= d
@@ -422,8 +422,8 @@ def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.d
                                "differ in shape", _NPZ_FIX)
     for split in ("train", "test"):
         yshape, ydtype = headers[f"y_{split}"]
-        if not (len(yshape) == 1 or (len(yshape) == 2 and yshape[1] == 1)) or ydtype.kind not in "iuf":
-            raise file_error(path, f"labels y_{split} must be a 1-D integer array, got shape {yshape} dtype "
+        if not (len(yshape) == 1 or (len(yshape) == 2 and yshape[1] == 1)) or ydtype.kind not in "iufUS":
+            raise file_error(path, f"labels y_{split} must be a 1-D array of class numbers or names, got shape {yshape} dtype "
                                    f"{ydtype}", _NPZ_FIX)
         if yshape[0] != xs[f"x_{split}"][0]:
             raise file_error(path, f"x_{split} has {xs[f'x_{split}'][0]} samples but y_{split} has "
@@ -445,10 +445,20 @@ def _labels(path: Path, y_train: np.ndarray, y_test: np.ndarray) -> tuple[np.nda
     """The labels as classes ``0..C-1`` (int64, 1-D), and ``C``.
 
     Labels that are not already ``0..C-1`` (EMNIST letters' 1..26, SVHN's 1..10, a binary task's
-    -1/+1, classes with gaps) are renumbered by their sorted values, train and test alike, so the
-    model has one output per class that occurs. A Keras-style ``(N, 1)`` column is flattened, and
+    -1/+1, classes with gaps, class names such as ``"cat"``) are renumbered by their sorted values,
+    train and test alike, so the model has one output per class that occurs. A Keras-style
+    ``(N, 1)`` column is flattened, and
     floats are accepted where they are whole numbers.
     """
+    if y_train.dtype.kind in "US" or y_test.dtype.kind in "US":  # class names: numbered in sorted order
+        if not (y_train.dtype.kind in "US" and y_test.dtype.kind in "US"):
+            raise file_error(path, f"labels y_train ({y_train.dtype}) and y_test ({y_test.dtype}) must both be "
+                                   "class numbers or both class names", _NPZ_FIX)
+        names = [y.reshape(-1).astype(str) for y in (y_train, y_test)]
+        values = np.unique(np.concatenate(names))
+        if len(values) < 2:
+            raise file_error(path, "has a single class; a classification dataset needs at least two", _NPZ_FIX)
+        return np.searchsorted(values, names[0]), np.searchsorted(values, names[1]), len(values)
     ys = []
     for split, y in (("train", y_train), ("test", y_test)):
         y = y.reshape(-1)
