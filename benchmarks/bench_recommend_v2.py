@@ -19,7 +19,7 @@ A dataset of :data:`DERIVED` (``cifar10-gray``: the local CIFAR-10 copy in grays
 ``cifar10-16px``: the same copy at 16x16x3, 2x2 blocks averaged; ``cifar10-vehicles``: the same
 images in two classes, vehicle or animal; ``fashion-mnist-small``: Fashion-MNIST at 14x14, 12,000
 training images; ``mnist-fashion20``: digits and clothes as one 20-class task; ``cifar10-48px``: 10,000
-CIFAR-10 images at 48x48; ``cifar10-96px``: 5,000 at 96x96, STL-10's shape) is a workload in no file of the table: it is written as a
+CIFAR-10 images at 48x48; ``cifar10-96px``: 5,000 at 96x96, STL-10's shape; the rest are listed in :data:`DERIVED`) is a workload in no file of the table: it is written as a
 user's ``.npz`` under --workdir and asked of
 the shipped surrogate itself (nothing to hold out). Its target has to be given as a number. Its
 requests are reported apart from the held-out ones.
@@ -130,6 +130,19 @@ def _mnist_fashion20(path: Path) -> None:
              x_test=parts["t10k"][0][:10000], y_test=parts["t10k"][1][:10000])
 
 
+def _mnist_pairs(path: Path) -> None:
+    """Two MNIST digits side by side as one 100-class task (28x56, classes 00-99): 30,000 training
+    pairs drawn from the training set and 10,000 test pairs from the test set, seed 0."""
+    rng = np.random.default_rng(0)
+    parts = {}
+    for part, n in (("train", 30000), ("t10k", 10000)):
+        x, y = _idx_pair("mnist", part)
+        left, right = rng.integers(len(x), size=n), rng.integers(len(x), size=n)
+        parts[part] = np.concatenate([x[left], x[right]], axis=2), y[left] * 10 + y[right]
+    np.savez(path, x_train=parts["train"][0], y_train=parts["train"][1], x_test=parts["t10k"][0],
+             y_test=parts["t10k"][1])
+
+
 def _cifar10_per_class(path: Path, count: Any) -> None:
     """The CIFAR-10 copy keeping the first ``count(k)`` training images of class k, the whole test
     set (balanced, so accuracy weighs every class alike)."""
@@ -166,7 +179,9 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # few labels: 100 training images a class (1,000 in all), the whole test set
            "cifar10-few": lambda path: _cifar10_per_class(path, lambda k: 100),
            # an easy task: MNIST at 14x14, all of it
-           "mnist-14px": lambda path: _idx_halved(path, "mnist")}
+           "mnist-14px": lambda path: _idx_halved(path, "mnist"),
+           # 100 classes and a wide image: two digits side by side (28x56), 00 to 99
+           "mnist-pairs": _mnist_pairs}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
@@ -510,7 +525,8 @@ def render(_: argparse.Namespace) -> None:
                   "trucks, 10,195 images, ratio 20:1; the test set balanced), `cifar10-noisy` the 30k copy",
                   "with 20% of its training labels replaced by another class (the test labels clean),",
                   "`cifar10-few` 100 training images a class (1,000 in all; the whole test set), `mnist-14px`",
-                  "MNIST at 14x14, all of it (an easy task):",
+                  "MNIST at 14x14, all of it (an easy task), `mnist-pairs` two MNIST digits side by side as",
+                  "one 100-class task (28x56, 30,000 training pairs):",
                   "shapes, class counts and class balances no trial has, so",
                   "nothing about them is measured. The same columns as above; the",
                   "seed-study column does not apply. Not counted in the totals above.", "",
