@@ -230,3 +230,28 @@ def test_every_choice_carries_the_command_that_measures_exactly_it() -> None:
     measured = runner.invoke(app, [*shlex.split(quickest["command"])[1:], "--json"])
     assert measured.exit_code in (0, 2), measured.output  # 2: it ran and ended otherwise (e.g. diverged)
     assert Config.from_dict(json.loads(measured.stdout)["config"]) == Config.from_dict(quickest["config"])
+
+
+def test_a_data_dir_holding_part_of_a_dataset_is_answered_for_what_it_holds(shipped: tuple[Path, Path],
+                                                                            tmp_path: Path) -> None:
+    """--verify and --budget train on the files in --data-dir: where they hold fewer training images
+    than the dataset's full size (the CIFAR-10 copy beside this project holds 3 of 5 batches), the
+    answer is for that many, with a note; --train-samples still decides when given."""
+    from advisor._datasets.sources import train_images_present
+
+    from test_datasets import mnist_arrays, write_cifar_bin, write_mnist
+
+    mnist = write_mnist(tmp_path / "mnist", mnist_arrays(n_train=40))
+    assert train_images_present("mnist", mnist) == 40
+    assert train_images_present("cifar10", write_cifar_bin(tmp_path / "cifar", n_batches=3, per_batch=20)) == 60
+    result = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--cpu", "--json", "--data-dir", str(mnist)))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["workload"]["train_samples"] == 40
+    assert "holds 40 of mnist's 60,000 training images: the answer is for 40" in " ".join(result.stderr.split())
+    given = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--cpu", "--json", "--data-dir", str(mnist),
+                                     "--train-samples", "30"))
+    assert given.exit_code == 0 and json.loads(given.stdout)["workload"]["train_samples"] == 30
+    assert "training images: the answer is for" not in given.stderr
+    (tmp_path / "empty").mkdir()
+    missing = runner.invoke(app, _args(shipped, "--dataset", "mnist", "--cpu", "--data-dir", str(tmp_path / "empty")))
+    assert _one_line_error(missing).startswith("error: ") and "train-images-idx3-ubyte" in missing.stderr

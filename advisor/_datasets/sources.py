@@ -20,15 +20,16 @@ from advisor.errors import DatasetFileError
 from advisor._datasets.cache import lookup_digests, sha256_file, store_digests
 from advisor._datasets.download import (SOURCES, VERIFIED_MARKER, dataset_cache_folder,
                                         download_dataset)
-from advisor._datasets.readers import (file_error, read_cifar_binary, read_cifar_python, read_idx_file,
-                                       read_npz)
+from advisor._datasets.readers import (CIFAR_RECORD, file_error, read_cifar_binary, read_cifar_python,
+                                       read_idx_file, read_npz)
 from advisor._datasets.registry import DatasetInfo, get_info, is_npz_path
 
-__all__ = ["SourceFiles", "RawData", "find_files", "read_raw"]
+__all__ = ["SourceFiles", "RawData", "find_files", "read_raw", "train_images_present"]
 
 _IDX_ROLES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
               "t10k-labels-idx1-ubyte")
 _CIFAR_TRAIN = 5
+_CIFAR_BATCH = 10_000  # images in each canonical CIFAR-10 batch
 DIGITS_SPLIT_SEED = 0
 DIGITS_TEST = 360
 
@@ -122,6 +123,29 @@ def find_files(name: str, *, data_dir: str | os.PathLike[str] | None = None, cac
             raise
     download_dataset(name, cache_dir=cache_dir)
     return _find_files(name, folder_arg, cache_dir)
+
+
+def train_images_present(name: str, data_dir: str | os.PathLike[str]) -> int:
+    """How many training images ``name``'s files in ``data_dir`` hold, read from the IDX labels'
+    header or the CIFAR-10 batches' sizes (nothing is decoded). A CIFAR-10 folder may hold some of
+    its five batches (the copy beside this project holds three).
+
+    Raises:
+        DatasetFileError: When the files are missing.
+    """
+    import gzip
+
+    found = find_files(name, data_dir=data_dir)
+    if found.format == "idx":
+        labels = found.train[1]
+        with (gzip.open(labels, "rb") if labels.suffix == ".gz" else open(labels, "rb")) as f:
+            head = f.read(8)
+        if len(head) < 8:
+            raise file_error(labels, "is too short for an IDX header", _download_hint(name))
+        return int.from_bytes(head[4:8], "big")
+    if found.format == "cifar-10-batches-bin":
+        return sum(p.stat().st_size // CIFAR_RECORD for p in found.train)
+    return _CIFAR_BATCH * len(found.train)  # the python version: pickles of the canonical 10,000 images
 
 
 def _find_files(name: str, folder_arg: Path | None, cache_dir: str | None) -> SourceFiles:

@@ -135,6 +135,24 @@ def _print(rec: Any) -> None:
     _print_details(rec, rows)
 
 
+def _present(dataset: str, data_dir: Path) -> int | None:
+    """The training images in ``data_dir`` when it holds fewer than the dataset's full size (the
+    answer is then for them, as --verify and --budget train on them), else None."""
+    from advisor._datasets.download import SOURCES
+    from advisor._datasets.registry import canonical_name, get_info
+    from advisor._datasets.sources import train_images_present
+
+    name = canonical_name(dataset)
+    if name not in SOURCES:
+        return None
+    present, full = train_images_present(name, data_dir), get_info(name).train_size
+    if present >= full:
+        return None
+    err.print(f"note: {data_dir} holds {present:,} of {name}'s {full:,} training images: the answer is for "
+              f"{present:,}, as --verify and --budget train on them (--train-samples asks for another size).")
+    return present
+
+
 def _where_measured(c: Any) -> str:
     """Where a choice's measured accuracy (only) was measured: another device, another training size."""
     where = " on a CPU" if c.accuracy.basis == "measured on cpu" else ""
@@ -310,6 +328,8 @@ def recommend_command(
         from advisor._recommend._budget import LOOP_POOL
 
         pool = max(top, LOOP_POOL)
+    if data_dir is not None and train_samples is None:
+        train_samples = _present(dataset, data_dir)
     try:
         rec = rc.recommend(
             dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
