@@ -247,7 +247,9 @@ def run(args: argparse.Namespace) -> None:
     from advisor.records import Config, Workload
 
     cores = [int(c) for c in args.cores.split(",")]
-    done = {(r["key"], r["arm"], r["repeat"]): _recipe_of(r.get("config")) for r in read_jsonl(RAW)}
+    # A run other processes contended is not done: it runs again, and render takes the later run.
+    done = {(r["key"], r["arm"], r["repeat"]): _recipe_of(r.get("config")) for r in read_jsonl(RAW)
+            if not r.get("contended")}
     workdir = Path(args.workdir)
     for dataset in args.datasets.split(","):
         if dataset in DERIVED:  # in no file of the table: the shipped surrogate, nothing to hold out
