@@ -294,7 +294,7 @@ def recommend_command(
                                                   "without --model-dir a surrogate is fitted on it.")] = None,
     model_dir: Annotated[Optional[Path], typer.Option("--model-dir", help="Surrogate model folder (default: shipped).")] = None,
     verify: Annotated[int, typer.Option("--verify", min=0, help="Run the top N for real and compare.")] = 0,
-    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Dataset files for --verify.")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Dataset files for --verify and --budget; the answer is for the training images they hold.")] = None,
     candidates: Annotated[int, typer.Option("--candidates", min=10, max=20000,
                                             help="Random candidates per framework.")] = 500,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the candidate draw.")] = 0,
