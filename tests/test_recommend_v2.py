@@ -691,3 +691,27 @@ def test_the_test_sets_evaluation_counts_in_plans_and_wall_limits(shipped: tuple
     # planned with its evaluation, no run costs more than the budget (all 10 epochs would take 510 s;
     # counting the training alone, they look like 20 s and were run in full)
     assert sum(51.0 * r.epochs for r in loop.runs) <= 400.0
+
+
+def test_the_loop_measures_the_obvious_default_first(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """The default is the reference of every comparison: rung 0 runs it first, so runs that take
+    longer than predicted cannot spend the budget before its turn (on the 100-class digit pairs,
+    three recipes' first epochs spent 165 s of 180 and the default, last in line, never ran).
+    TEST DATA: a runner whose accuracy follows each configuration's constructed curve."""
+    import dataclasses
+
+    from advisor._recommend._budget import _affordable, closed_loop
+
+    from _knowledge_rows import make_result
+
+    rec = _rec(shipped, "digits", top=8, cores=1)
+    assert rec.baseline is not None
+    cands = list(rec.choices[:4]) + [rec.baseline]
+    assert _affordable(cands, 1000.0, rec)[0] is rec.baseline
+    assert _affordable(cands, 40.0, rec) == [rec.baseline, cands[0]]  # a short budget: fewer, the default kept
+
+    def runner(workload: Any, cfg: Any, **_: Any) -> Any:
+        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=0.1 * cfg.epochs)
+
+    loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert loop.runs[0].label == "default" and loop.runs[0].rung == 0

@@ -6,8 +6,9 @@ each: :func:`loop_choices`) plus the obvious default:
 1. rung 0 runs every candidate with its epochs cut so that the rung uses about half the budget
    (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run).
    A short budget takes fewer candidates (each run must buy at least as much training as its
-   start-up costs; the obvious default always stays), and a run whose full length costs little
-   more than its start-up is not cut;
+   start-up costs; the obvious default always stays, and runs first: it is the reference, and a
+   budget spent before its turn would leave it unmeasured), and a run whose full length costs
+   little more than its start-up is not cut;
 2. the better half by measured accuracy (time breaks ties) goes on; each next rung runs the
    survivors longer, until one is left, every survivor has run its full length, or the budget is
    spent. A survivor already run in full is not run again: its run stands against the others'
@@ -159,15 +160,15 @@ def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float], di
 
 
 def _affordable(cands: list[Choice], budget_s: float, rec: Recommendation) -> list[Choice]:
-    """The candidates rung 0 can pay for: each run must buy at least as much training as its
-    start-up costs (about half the budget goes to rung 0), so a short budget measures fewer
-    candidates, best ranked first, and always the obvious default."""
+    """The candidates rung 0 can pay for, in the order it runs them: each run must buy at least as
+    much training as its start-up costs (about half the budget goes to rung 0), so a short budget
+    measures fewer candidates, best ranked first. The obvious default always stays and runs first:
+    it is the reference the others are judged against, and a budget overspent by the runs before
+    its turn would leave it unmeasured."""
     n_max = max(2, int(0.5 * budget_s // (2 * START_OVERHEAD_S)))
-    if len(cands) <= n_max:
-        return cands
     default = [c for c in cands if rec.baseline is not None and c is rec.baseline]
     others = [c for c in cands if not default or c is not default[0]]
-    return others[: n_max - len(default)] + default
+    return default + others[: n_max - len(default)]
 
 
 def check_budget(rec: Recommendation, budget_s: float) -> None:
