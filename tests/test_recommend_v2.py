@@ -715,3 +715,44 @@ def test_the_loop_measures_the_obvious_default_first(shipped: tuple[Path, Path],
 
     loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
     assert loop.runs[0].label == "default" and loop.runs[0].rung == 0
+
+
+def test_on_a_target_a_cheap_run_cut_short_of_it_goes_on_while_it_can_still_get_there_first(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """Rung 0 cuts the default to one epoch, short of the target; the recipes reach it in their one
+    epoch but take 3 s. The default's second epoch gets there in 2 s: it must not be dropped by the
+    halving while a longer run of it can still beat the soonest time to the target.
+    TEST DATA: a runner that stops at the target, each configuration on its constructed curve."""
+    import dataclasses
+
+    from advisor._recommend._budget import closed_loop
+
+    from _knowledge_rows import make_result
+
+    target = 0.9
+    rec = _rec(shipped, "digits", top=1, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
+    base = rec.choices[0]
+
+    def choice(rank: int, lr: float) -> Any:
+        return dataclasses.replace(base, rank=rank, schedule_time_s=None, time_s=rc.Prediction(90.0, 90.0, 90.0),
+                                   config={**base.config, "epochs": 30, "learning_rate": lr,
+                                           "stop_at_accuracy": target, "time_budget_s": 0.0})
+
+    default = dataclasses.replace(rec.baseline, schedule_time_s=None, time_s=rc.Prediction(300.0, 300.0, 300.0),
+                                  config={**rec.baseline.config, "epochs": 30, "stop_at_accuracy": target})
+    rec = dataclasses.replace(rec, baseline=default, constraints=rc.Constraints(min_accuracy=target),
+                              choices=(choice(1, 0.01), choice(2, 0.02)))
+    calls: list[tuple[str, int]] = []
+
+    def runner(workload: Any, cfg: Any, **_: Any) -> Any:
+        is_default = cfg.learning_rate == default.config["learning_rate"] and cfg.optimizer == "adam"
+        per_epoch, curve = (1.0, [0.80, 0.92, 0.95]) if is_default else (3.0, [0.95])
+        ran = next((k + 1 for k, a in enumerate(curve[:cfg.epochs]) if a >= target), min(cfg.epochs, len(curve)))
+        calls.append(("default" if is_default else "recipe", cfg.epochs))
+        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=per_epoch * ran,
+                                   test_accuracy=curve[ran - 1], epochs_completed=ran)
+
+    loop = closed_loop(rec, 100.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert calls[0] == ("default", 1)  # cut short of the target at rung 0
+    assert [c for c in calls if c[0] == "default"][1:] == [("default", 3)]  # on, for at most 3 s (the soonest)
+    assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 2.0

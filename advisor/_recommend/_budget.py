@@ -15,7 +15,9 @@ each: :func:`loop_choices`) plus the obvious default:
    longer ones (a one-epoch configuration run in full would otherwise end the loop by beating
    longer ones cut to its length). So does a survivor whose next run would be no longer than its
    last, and one that stopped at the accuracy asked for (``--target-accuracy``): a longer schedule
-   reaches it no sooner;
+   reaches it no sooner. On a target, a run that has not reached it, in less time than the
+   soonest run that did, goes on too (for at most that time): a longer run of it may get there
+   first;
 3. the winner is the best of the last rung's runs and every run of a configuration in full,
    meeting the constraints when any run does.
 
@@ -236,6 +238,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     seen_overheads: list[float] = []
     alive = _affordable(cands, budget_s, rec)
     complete: dict[str, LoopRun] = {}  # candidates measured at their full length: not run again
+    chase: dict[str, float] = {}  # on a target: candidates behind it, and the time they must beat
     stops_at_target = any(c.config.get("stop_at_accuracy") for c in cands)
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
@@ -251,6 +254,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             epochs = max(1, min(full, int((share - overhead) // cost(c))))
             if overhead + full * cost(c) <= min(2 * share, left):
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
+            if _label(c) in chase:  # no longer than a run that could still get there first
+                epochs = max(1, min(epochs, int(chase[_label(c)] // per_epoch[_label(c)])))
             last = next((r for r in reversed(result.runs) if r.label == _label(c)), None)
             if last is not None and epochs <= last.epochs:  # no longer than it has run: that run stands
                 complete[_label(c)] = last
@@ -303,6 +308,16 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         result.winner = best if best.status == "ok" else result.winner
         ranked = [(c, r) for c, r in ranked if any(r is q for _, q in runs)]  # the halving goes on among this rung's
         alive = [c for c, _ in ranked[: max(1, len(ranked) // 2)]]
+        if stops_at_target:
+            # A run that has not reached the target in less time than the soonest run that did may
+            # get there sooner when it runs longer (the default cut to one epoch, say): it goes on,
+            # for at most that time, where the halving would drop it.
+            soonest = min((r.train_time_s for _, r in ranked if _meets(r, rec) and r.train_time_s), default=None)
+            if soonest is not None:
+                behind = [c for c, r in ranked if c not in alive and _label(c) not in complete and r.status == "ok"
+                          and not _meets(r, rec) and (r.train_time_s or math.inf) < soonest]
+                alive += behind
+                chase.update({_label(c): soonest for c in behind})
         # A short configuration run in full is not better than a long one cut short for it: the
         # halving goes on while a survivor has more to show, and ends when every survivor has run in full.
         if len(ranked) == 1 or all(_label(c) in complete for c in alive):
