@@ -693,10 +693,11 @@ def test_the_test_sets_evaluation_counts_in_plans_and_wall_limits(shipped: tuple
     assert sum(51.0 * r.epochs for r in loop.runs) <= 400.0
 
 
-def test_the_loop_measures_the_obvious_default_first(shipped: tuple[Path, Path], tmp_path: Path) -> None:
-    """The default is the reference of every comparison: rung 0 runs it first, so runs that take
-    longer than predicted cannot spend the budget before its turn (on the 100-class digit pairs,
-    three recipes' first epochs spent 165 s of 180 and the default, last in line, never ran).
+def test_the_loop_always_measures_the_obvious_default(shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """The default is the reference of every comparison. On a target it runs first (on the 100-class
+    digit pairs, three recipes' first epochs, longer than predicted, spent 165 s of 180 before the
+    default's turn; it reaches the target in 14 s). On a time bound it runs last, and the others'
+    runs leave its cost aside, so the alternatives are measured while the budget is whole.
     TEST DATA: a runner whose accuracy follows each configuration's constructed curve."""
     import dataclasses
 
@@ -707,14 +708,23 @@ def test_the_loop_measures_the_obvious_default_first(shipped: tuple[Path, Path],
     rec = _rec(shipped, "digits", top=8, cores=1)
     assert rec.baseline is not None
     cands = list(rec.choices[:4]) + [rec.baseline]
-    assert _affordable(cands, 1000.0, rec)[0] is rec.baseline
-    assert _affordable(cands, 40.0, rec) == [rec.baseline, cands[0]]  # a short budget: fewer, the default kept
+    assert _affordable(cands, 1000.0, rec)[-1] is rec.baseline  # a time bound (none here): last
+    assert _affordable(cands, 40.0, rec) == [cands[0], rec.baseline]  # a short budget: fewer, the default kept
+    on_target = [dataclasses.replace(c, config={**c.config, "stop_at_accuracy": 0.9}) for c in cands[:4]]
+    assert _affordable(on_target + [rec.baseline], 1000.0, rec)[0] is rec.baseline
 
     def runner(workload: Any, cfg: Any, **_: Any) -> Any:
         return dataclasses.replace(make_result(cfg, "digits"), train_time_s=0.1 * cfg.epochs)
 
-    loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
-    assert loop.runs[0].label == "default" and loop.runs[0].rung == 0
+    # one recipe whose single epoch is predicted at 80 s: with the default's run kept aside it does not fit 100 s
+    base = rec.choices[0]
+    slow = dataclasses.replace(base, rank=1, schedule_time_s=None, time_s=rc.Prediction(80.0, 80.0, 80.0),
+                               config={**base.config, "epochs": 1, "time_budget_s": 0.0})
+    default = dataclasses.replace(rec.baseline, schedule_time_s=None, time_s=rc.Prediction(5.0, 5.0, 5.0),
+                                  config={**rec.baseline.config, "epochs": 1, "time_budget_s": 0.0})
+    tight = dataclasses.replace(rec, choices=(slow,), baseline=default)
+    loop = closed_loop(tight, 100.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert [r.label for r in loop.runs] == ["default"]
 
 
 def test_on_a_target_a_cheap_run_cut_short_of_it_goes_on_while_it_can_still_get_there_first(

@@ -6,9 +6,9 @@ each: :func:`loop_choices`) plus the obvious default:
 1. rung 0 runs every candidate with its epochs cut so that the rung uses about half the budget
    (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run).
    A short budget takes fewer candidates (each run must buy at least as much training as its
-   start-up costs; the obvious default always stays, and runs first: it is the reference, and a
-   budget spent before its turn would leave it unmeasured), and a run whose full length costs
-   little more than its start-up is not cut;
+   start-up costs; the obvious default always stays: first on an accuracy target, whose soonest
+   run wins, last on a time bound, its cost kept aside while the others run), and a run whose full
+   length costs little more than its start-up is not cut;
 2. the better half by measured accuracy (time breaks ties) goes on; each next rung runs the
    survivors longer, until one is left, every survivor has run its full length, or the budget is
    spent. A survivor already run in full is not run again: its run stands against the others'
@@ -164,13 +164,15 @@ def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float], di
 def _affordable(cands: list[Choice], budget_s: float, rec: Recommendation) -> list[Choice]:
     """The candidates rung 0 can pay for, in the order it runs them: each run must buy at least as
     much training as its start-up costs (about half the budget goes to rung 0), so a short budget
-    measures fewer candidates, best ranked first. The obvious default always stays and runs first:
-    it is the reference the others are judged against, and a budget overspent by the runs before
-    its turn would leave it unmeasured."""
+    measures fewer candidates, best ranked first, and always the obvious default. On an accuracy
+    target the default runs first: the soonest run there wins, and the default's cheap epochs are
+    the time to beat (a run behind the target goes on while it can still beat the soonest). On a
+    time bound it runs last, its run's cost kept aside (:func:`closed_loop`), so that the
+    alternatives are measured while the budget is whole."""
     n_max = max(2, int(0.5 * budget_s // (2 * START_OVERHEAD_S)))
     default = [c for c in cands if rec.baseline is not None and c is rec.baseline]
-    others = [c for c in cands if not default or c is not default[0]]
-    return default + others[: n_max - len(default)]
+    others = [c for c in cands if not default or c is not default[0]][: n_max - len(default)]
+    return default + others if any(c.config.get("stop_at_accuracy") for c in cands) else others + default
 
 
 def check_budget(rec: Recommendation, budget_s: float) -> None:
@@ -246,16 +248,22 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         left = budget_s - result.spent_s
         share = left * rung_share / max(1, sum(_label(c) not in complete for c in alive))
         runs: list[tuple[Choice, LoopRun]] = []
-        for c in alive:
-            if _label(c) in complete:  # its full run stands against the others' longer runs
-                runs.append((c, complete[_label(c)]))
-                continue
+
+        def planned(c: Choice) -> int:  # a run's epochs at this rung, before what it has run decides
             full = int(c.config["epochs"])
             epochs = max(1, min(full, int((share - overhead) // cost(c))))
             if overhead + full * cost(c) <= min(2 * share, left):
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
             if _label(c) in chase:  # no longer than a run that could still get there first
                 epochs = max(1, min(epochs, int(chase[_label(c)] // per_epoch[_label(c)])))
+            return epochs
+
+        for c in alive:
+            if _label(c) in complete:  # its full run stands against the others' longer runs
+                runs.append((c, complete[_label(c)]))
+                continue
+            full = int(c.config["epochs"])
+            epochs = planned(c)
             last = next((r for r in reversed(result.runs) if r.label == _label(c)), None)
             if last is not None and epochs <= last.epochs:  # no longer than it has run: that run stands
                 complete[_label(c)] = last
@@ -267,7 +275,12 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 r = LoopRun(**done[run_key])
                 result.resumed += 1
             else:
-                if cost(c) * epochs + overhead > budget_s - result.spent_s:
+                # the default's rung-0 run, when it comes later, keeps its cost aside
+                at = next(i for i, d in enumerate(alive) if d is c)
+                later = [d for d in alive[at + 1:] if d is rec.baseline and rung == 0
+                         and not any(r.label == _label(d) for r in result.runs)]
+                reserve = sum(cost(d) * planned(d) + overhead for d in later)
+                if cost(c) * epochs + overhead + reserve > budget_s - result.spent_s:
                     continue
                 cfg = Config.from_dict({**c.config, "epochs": epochs})
                 workload = Workload(dataset=rec.workload.dataset, model=c.model, data_dir=data_dir,
