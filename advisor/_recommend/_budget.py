@@ -7,8 +7,8 @@ each: :func:`loop_choices`) plus the obvious default:
    (each candidate the same share; a cut run is shorter, its schedule laid over the shorter run).
    A short budget takes fewer candidates (each run must buy at least as much training as its
    start-up costs; the obvious default always stays: first on an accuracy target, whose soonest
-   run wins, last on a time bound, its cost kept aside while the others run), and a run whose full
-   length costs little more than its start-up is not cut;
+   run wins, last on a time bound, the cost of its one-epoch run kept aside while the others run),
+   and a run whose full length costs little more than its start-up is not cut;
 2. the better half by measured accuracy (time breaks ties) goes on; each next rung runs the
    survivors longer, until one is left, every survivor has run its full length, or the budget is
    spent. A survivor already run in full is not run again: its run stands against the others'
@@ -167,8 +167,8 @@ def _affordable(cands: list[Choice], budget_s: float, rec: Recommendation) -> li
     measures fewer candidates, best ranked first, and always the obvious default. On an accuracy
     target the default runs first: the soonest run there wins, and the default's cheap epochs are
     the time to beat (a run behind the target goes on while it can still beat the soonest). On a
-    time bound it runs last, its run's cost kept aside (:func:`closed_loop`), so that the
-    alternatives are measured while the budget is whole."""
+    time bound it runs last, the cost of its one-epoch run kept aside (:func:`closed_loop`), so that
+    the alternatives are measured while the budget is whole."""
     n_max = max(2, int(0.5 * budget_s // (2 * START_OVERHEAD_S)))
     default = [c for c in cands if rec.baseline is not None and c is rec.baseline]
     others = [c for c in cands if not default or c is not default[0]][: n_max - len(default)]
@@ -275,11 +275,11 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 r = LoopRun(**done[run_key])
                 result.resumed += 1
             else:
-                # the default's rung-0 run, when it comes later, keeps its cost aside
+                # the default's shortest run (one epoch), when it comes later, keeps its cost aside
                 at = next(i for i, d in enumerate(alive) if d is c)
                 later = [d for d in alive[at + 1:] if d is rec.baseline and rung == 0
                          and not any(r.label == _label(d) for r in result.runs)]
-                reserve = sum(cost(d) * planned(d) + overhead for d in later)
+                reserve = sum(cost(d) + overhead for d in later)
                 if cost(c) * epochs + overhead + reserve > budget_s - result.spent_s:
                     continue
                 cfg = Config.from_dict({**c.config, "epochs": epochs})
