@@ -766,3 +766,29 @@ def test_on_a_target_a_cheap_run_cut_short_of_it_goes_on_while_it_can_still_get_
     assert calls[0] == ("default", 1)  # cut short of the target at rung 0
     assert [c for c in calls if c[0] == "default"][1:] == [("default", 3)]  # on, for at most 3 s (the soonest)
     assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 2.0
+
+
+def test_the_loops_winner_comes_with_its_command_and_says_when_it_was_cut(
+        shipped: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The winner was measured at the length the halving gave it: its command runs exactly that, and
+    a note says when that is shorter than the choice, whose own command above runs it in full."""
+    import dataclasses
+
+    from advisor._recommend._budget import LoopResult, LoopRun
+    from advisor.cli.recommend import _print_loop
+
+    rec = _rec(shipped, "digits", top=2, cores=1)
+    first = rec.choices[0]
+    rec = dataclasses.replace(rec, choices=(dataclasses.replace(first, config={**first.config, "epochs": 4}),))
+    cut = LoopRun("#1", 0, 1, {**first.config, "epochs": 1}, first.model, "ok", 2.5, 0.9, 4.0, "t1", 2.0, float("nan"))
+    loop = LoopResult(budget_s=60.0, spent_s=4.0, knowledge_path="k", state_path="s")
+    loop.runs.append(cut)
+    loop.winner = cut
+    _print_loop(loop, rec)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "run it as measured: advisor measure --framework torch --dataset digits" in shown
+    assert "(the loop cut it to 1 epoch of 4; #1's command above runs it in full" in shown
+    loop.winner = dataclasses.replace(cut, epochs=4, config={**first.config, "epochs": 4})
+    _print_loop(loop, rec)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--epochs 4" in shown and "the loop cut it" not in shown
