@@ -455,10 +455,7 @@ def _labels(path: Path, y_train: np.ndarray, y_test: np.ndarray) -> tuple[np.nda
             raise file_error(path, f"labels y_train ({y_train.dtype}) and y_test ({y_test.dtype}) must both be "
                                    "class numbers or both class names", _NPZ_FIX)
         names = [y.reshape(-1).astype(str) for y in (y_train, y_test)]
-        values = np.unique(np.concatenate(names))
-        if len(values) < 2:
-            raise file_error(path, "has a single class; a classification dataset needs at least two", _NPZ_FIX)
-        return np.searchsorted(values, names[0]), np.searchsorted(values, names[1]), len(values)
+        y_train, y_test = (np.searchsorted(np.unique(np.concatenate(names)), n) for n in names)
     ys = []
     for split, y in (("train", y_train), ("test", y_test)):
         y = y.reshape(-1)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from advisor._recommend._result import Choice, Recommendation
-from advisor._recommend._verify import wall_limit_s, with_evaluation
+from advisor._recommend._verify import evaluation_s, wall_limit_s
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
@@ -157,7 +157,7 @@ def _candidates(rec: Recommendation) -> tuple[list[Choice], dict[str, float], di
     for c in cands:
         band = c.schedule_time_s or c.time_s
         per_epoch[_label(c)] = max(band.hi, band.mid) / max(1, int(c.config["epochs"]))
-        evals[_label(c)] = with_evaluation(per_epoch[_label(c)], rec) - per_epoch[_label(c)]
+        evals[_label(c)] = evaluation_s(per_epoch[_label(c)], rec)
     return cands, per_epoch, evals
 
 

@@ -14,7 +14,7 @@ from advisor import knowledge
 from advisor._recommend._result import Choice, Prediction, Recommendation
 from advisor.records import Config, TrialResult
 
-__all__ = ["Verification", "verify", "EVAL_SHARE", "with_evaluation", "wall_limit_s"]
+__all__ = ["Verification", "verify", "EVAL_SHARE", "evaluation_s", "with_evaluation", "wall_limit_s"]
 
 #: What evaluating one test image costs, as a share of training on one (a forward pass against a
 #: forward and a backward one); the harness evaluates the whole test set after every epoch, so on a
@@ -60,10 +60,15 @@ def _why_not(choice: Choice, rec: Recommendation, data_dir: str | None) -> str |
     return None
 
 
+def evaluation_s(train_s: float, rec: Recommendation, *, share: float = EVAL_SHARE) -> float:
+    """The evaluation of the test set after every epoch of a run that trains for ``train_s``."""
+    w = rec.workload
+    return train_s * share * w.test_samples / max(1, w.train_samples)
+
+
 def with_evaluation(train_s: float, rec: Recommendation, *, share: float = EVAL_SHARE) -> float:
     """A run's training time plus its evaluation of the test set after every epoch."""
-    w = rec.workload
-    return train_s * (1.0 + share * w.test_samples / max(1, w.train_samples))
+    return train_s + evaluation_s(train_s, rec, share=share)
 
 
 def wall_limit_s(train_s_hi: float, rec: Recommendation) -> float:

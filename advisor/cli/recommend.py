@@ -244,7 +244,7 @@ def _print_verification(results: list[Any], stats: Any) -> None:
                   f"(now {stats.rows_out} trials).")
 
 
-def _print_loop(loop: Any, rec: Any = None, data_dir: str | None = None) -> None:
+def _print_loop(loop: Any, rec: Any, data_dir: str | None = None) -> None:
     from rich.table import Table
 
     table = Table(title="Measured in the loop (this machine, your data)", title_justify="left", box=None)
@@ -261,22 +261,15 @@ def _print_loop(loop: Any, rec: Any = None, data_dir: str | None = None) -> None
         w = loop.winner
         out.print(f"Measured winner: {w.label} ({w.config['framework']} {w.model}, {count_text(w.epochs, 'epoch')}): "
                   f"accuracy {w.test_accuracy:.4f} in {w.train_time_s:.1f} s (MEASURED, trial {w.trial_id}).")
-        if rec is not None:
-            import shlex
+        source = rec.baseline if w.label == "default" else next((c for c in rec.choices if f"#{c.rank}" == w.label), None)
+        if source is not None:
+            import dataclasses
 
-            from advisor.knobs import measure_argv
-            from advisor.records import Config
-
-            wl = rec.workload
-            argv = measure_argv(Config.from_dict(w.config), dataset=wl.dataset, model=w.model, data_dir=data_dir,
-                                train_samples=wl.train_samples if wl.train_samples_given else None)
-            out.print(f"    run it as measured: {shlex.join(argv)}", highlight=False)
-            source = rec.baseline if w.label == "default" else next(
-                (c for c in rec.choices if f"#{c.rank}" == w.label), None)
-            full = int(source.config["epochs"]) if source is not None else w.epochs
-            if w.epochs < full:
-                out.print(f"    (the loop cut it to {count_text(w.epochs, 'epoch')} of {full}; {w.label}'s command above "
-                          "runs it in full, which the loop did not measure)", highlight=False)
+            out.print(f"    run it as measured: {rec.command(dataclasses.replace(source, config=w.config), data_dir=data_dir)}",
+                      highlight=False)
+            if w.epochs < int(source.config["epochs"]):
+                out.print(f"    (the loop cut it to {count_text(w.epochs, 'epoch')} of {source.config['epochs']}; "
+                          f"{w.label}'s command above runs it in full, which the loop did not measure)", highlight=False)
     resumed = f"; {loop.resumed} runs taken from an interrupted loop" if loop.resumed else ""
     err.print(f"Spent {loop.spent_s:.0f} s of {loop.budget_s:.0f} s{resumed}. Trials added to {loop.knowledge_path}; "
               f"loop state in {loop.state_path}.")
