@@ -1,7 +1,7 @@
 """Physical baselines of training time and peak memory, fitted per framework.
 
 Time is modelled relative to a physical baseline: per framework, non-negative coefficients
-(least squared error in log space, fitted on the training rows only, plus a pooled set for a framework without
+(least relative error, fitted on the training rows only, plus a pooled set for a framework without
 rows of its own) of ``GFLOPs + steps + samples seen + 1 + activation traffic`` (compute, per-step
 overhead, per-sample data handling, start-up, and the layer outputs written and read per sample,
 which count the element-wise and memory-bound work that FLOPs miss). The boosters' target is
@@ -39,7 +39,6 @@ __all__ = [
     "MEMORY_BASIS",
     "MEMORY_TARGET",
     "POOLED",
-    "TIME_BLIND",
     "reference_gflops",
     "fit_time_baseline",
     "time_baseline",
@@ -60,15 +59,9 @@ TIME_TARGET = "log(train_time_s / baseline)"
 MEMORY_BASIS = ("framework and runtime", "dataset in memory", "activations of one batch")
 #: What the memory boosters learn (``meta["memory_target"]``).
 MEMORY_TARGET = "log(peak_memory_mb / baseline)"
-#: The coefficients of the baseline fitted on every framework's CPU rows together, used for a
+#: The coefficients of the baseline fitted on every framework's rows together, used for a
 #: framework without enough rows of its own.
 POOLED = "*"
-#: Features the time boosters do not see (stored in ``meta["time_baseline"]["blind"]``): how
-#: training learns (rates, momentum, regularisation, the schedule's shape) and how hard the data
-#: is (its landmark) cost nothing per step. Seen, they let the trees tell the datasets apart,
-#: which does not carry over to a new one (the model card's leave-one-dataset-out figures).
-TIME_BLIND = ("log10_learning_rate", "log10_effective_lr", "log10_lr_x_steps", "log10_lr_per_sample", "momentum",
-              "nesterov", "weight_decay", "warmup_fraction", "label_smoothing", "schedule", "landmark")
 
 
 def _time_basis(x: np.ndarray, reference_gflops: float | None = None) -> np.ndarray:
@@ -95,82 +88,48 @@ def reference_gflops(x: np.ndarray) -> float | None:
     return float(np.median(speed)) if len(speed) else None
 
 
-def _baseline_keys(x: np.ndarray, schema: FeatureSchema) -> tuple[np.ndarray, list[str | None]]:
-    """Each row's index into the returned keys, and the keys: a framework on a CPU,
-    ``framework@kind`` on another device kind, ``None`` without a framework.
-
-    A GPU step costs a small fraction of a CPU one, so one set of coefficients over both fits
-    neither: with a few dozen GPU rows among thousands of CPU ones, PyTorch's compute term went to
-    zero and its CPU times stopped depending on the model.
-    """
-    levels = schema.levels.get("framework", ())
-    kinds = schema.levels.get("device_kind", ())
-    pairs = np.stack([np.nan_to_num(x[:, _INDEX["framework"]], nan=-1.0),
-                      np.nan_to_num(x[:, _INDEX["device_kind"]], nan=-1.0)], axis=1).astype(int)
-    unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    keys: list[str | None] = []
-    for c, k in unique:
-        name = levels[c] if 0 <= c < len(levels) else None
-        kind = kinds[k] if 0 <= k < len(kinds) else None
-        keys.append(f"{name}@{kind}" if name is not None and kind not in (None, "cpu") else name)
-    return inverse.reshape(-1), keys
-
-
 def _framework_names(x: np.ndarray, schema: FeatureSchema) -> list[str | None]:
-    """Each row's baseline key (:func:`_baseline_keys`)."""
-    inverse, keys = _baseline_keys(x, schema)
-    return [keys[i] for i in inverse]
+    levels = schema.levels.get("framework", ())
+    codes = x[:, _INDEX["framework"]]
+    return [levels[int(c)] if np.isfinite(c) and 0 <= int(c) < len(levels) else None for c in codes]
 
 
 def _fit_baseline(basis: np.ndarray, values: np.ndarray, names: np.ndarray) -> dict[str, list[float]]:
-    """Per name (and :data:`POOLED`), non-negative coefficients of ``basis`` with the least squared
-    error in log space (the least squared relative error as the start); a name with fewer than
-    :data:`MIN_ROWS` usable rows gets none.
-
-    Squared relative error favours predicting low (a time predicted at 0 errs by 1, one predicted
-    at double by 1 too): that fit put the baseline at 0.6 to 0.8 of the measured times at the median.
-    In log space, halving and doubling err alike, and the baseline sits at the median time.
-    """
-    from scipy.optimize import least_squares, nnls
+    """Per name (and :data:`POOLED`), non-negative coefficients of ``basis`` with least squared
+    relative error; a name with fewer than :data:`MIN_ROWS` usable rows gets none."""
+    from scipy.optimize import nnls
 
     usable = np.isfinite(basis).all(axis=1) & np.isfinite(values) & (values > 0)
     out: dict[str, list[float]] = {}
-    on_cpu = np.array([n is not None and "@" not in n for n in names], dtype=bool)
     for name in [POOLED] + sorted({n for n in names if n is not None}):
-        # the pooled set stands in for a framework without rows of its own: fitted on CPU rows
-        rows = usable & ((names == name) if name != POOLED else on_cpu)
+        rows = usable & ((names == name) if name != POOLED else True)
         if rows.sum() < MIN_ROWS:
             continue
-        b, v = basis[rows], values[rows]
-        coef, _ = nnls(b / v[:, None], np.ones(len(v)))
-        if not np.any(coef > 0):
-            continue
-        logged = least_squares(lambda c: np.log(np.maximum(b @ c, 1e-12)) - np.log(v), np.maximum(coef, 1e-9),
-                               bounds=(0.0, np.inf))
-        if logged.success and np.isfinite(logged.x).all() and np.any(logged.x > 0):
-            coef = logged.x
-        out[name] = [float(c) for c in coef]
+        coef, _ = nnls(basis[rows] / values[rows, None], np.ones(int(rows.sum())))
+        if np.any(coef > 0):
+            out[name] = [float(c) for c in coef]
     return out
 
 
 def _apply_baseline(basis: np.ndarray, x: np.ndarray, schema: FeatureSchema,
                     coefficients: Mapping[str, Sequence[float]]) -> np.ndarray:
+    levels = schema.levels.get("framework", ())
     width = basis.shape[1]
     pooled = coefficients.get(POOLED, [np.nan] * width)
-    inverse, keys = _baseline_keys(x, schema)
-    # a row's own key (framework, or framework@kind off the CPU), else its framework's CPU
-    # coefficients, else the pooled ones
-    table = np.array([(coefficients.get(k) or coefficients.get(k.split("@")[0]) or pooled) if k else pooled
-                      for k in keys], dtype=float).reshape(-1, width)
-    return np.einsum("ij,ij->i", basis, table[inverse])
+    # one row of coefficients per framework level (pooled without), picked by each row's level code
+    table = np.array([coefficients.get(name, pooled) for name in levels] + [pooled], dtype=float).reshape(-1, width)
+    codes = x[:, _INDEX["framework"]]
+    known = np.isfinite(codes) & (codes >= 0) & (codes < len(levels))
+    picked = table[np.where(known, codes, len(levels)).astype(int)]
+    return np.einsum("ij,ij->i", basis, picked)
 
 
 def fit_time_baseline(x: np.ndarray, seconds: np.ndarray, schema: FeatureSchema, *,
                       reference: float | None = None) -> dict[str, list[float]]:
     """Per framework, the non-negative coefficients of :data:`TIME_BASIS` that fit ``seconds`` best.
 
-    The fit minimises the squared error of ``log(time)``, so fast and slow trials weigh alike and
-    the baseline sits at the median time rather than below it. A framework with fewer than :data:`MIN_ROWS` usable rows gets none.
+    The fit minimises the squared *relative* error (each row divided by its time), so fast and
+    slow trials weigh alike. A framework with fewer than :data:`MIN_ROWS` usable rows gets none.
 
     Returns:
         ``{framework: [c_gflops, c_step, c_sample, c_startup, c_traffic]}``, plus :data:`POOLED`
@@ -196,7 +155,7 @@ def _memory_basis(x: np.ndarray) -> np.ndarray:
 
 def fit_memory_baseline(x: np.ndarray, mib: np.ndarray, schema: FeatureSchema) -> dict[str, list[float]]:
     """Per framework, the non-negative coefficients of :data:`MEMORY_BASIS` that fit ``mib`` best
-    (least squared error in log space, as :func:`fit_time_baseline`), plus :data:`POOLED`."""
+    (least squared relative error, as :func:`fit_time_baseline`), plus :data:`POOLED`."""
     return _fit_baseline(_memory_basis(x), mib, np.array(_framework_names(x, schema), dtype=object))
 
 
@@ -216,15 +175,11 @@ def with_memory_baseline(x: np.ndarray, schema: FeatureSchema,
 
 
 def with_time_baseline(x: np.ndarray, schema: FeatureSchema, coefficients: Mapping[str, Sequence[float]], *,
-                       reference: float | None = None, blind: Sequence[str] = ()) -> np.ndarray:
-    """A copy of ``x`` with :data:`BASELINE_FEATURE` filled in (``log(baseline / total_flops)``)
-    and the features named in ``blind`` emptied (NaN: :data:`TIME_BLIND`, as the model was fitted)."""
+                       reference: float | None = None) -> np.ndarray:
+    """A copy of ``x`` with :data:`BASELINE_FEATURE` filled in (``log(baseline / total_flops)``)."""
     out = x.copy()
     base, flops = time_baseline(x, schema, coefficients, reference=reference), x[:, _TOTAL_FLOPS]
     with np.errstate(divide="ignore", invalid="ignore"):
         value = np.log(base / flops)
     out[:, _INDEX[BASELINE_FEATURE]] = np.where(np.isfinite(value), value, np.nan)
-    for name in blind:
-        if name in _INDEX:
-            out[:, _INDEX[name]] = np.nan
     return out

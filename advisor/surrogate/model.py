@@ -49,7 +49,7 @@ from typing import Any, Collection, Mapping, Sequence
 import numpy as np
 
 from advisor.errors import SurrogateError
-from advisor.surrogate._baselines import (MEMORY_BASIS, MEMORY_TARGET, POOLED, TIME_BASIS, TIME_BLIND, TIME_TARGET,
+from advisor.surrogate._baselines import (MEMORY_BASIS, MEMORY_TARGET, POOLED, TIME_BASIS, TIME_TARGET,
                                           fit_memory_baseline, fit_time_baseline, memory_baseline, reference_gflops,
                                           time_baseline, with_memory_baseline, with_time_baseline)
 from advisor.surrogate._boosters import _train_one, lgb_params
@@ -152,7 +152,6 @@ class Surrogate:
         seen_data = seen_datasets(x, known) if offsets_new_data and known is not None else None
         baseline = (self.meta.get("time_baseline") or {}).get("coefficients")
         reference = (self.meta.get("time_baseline") or {}).get("reference_gflops")
-        blind = (self.meta.get("time_baseline") or {}).get("blind") or ()
         memory = (self.meta.get("memory_baseline") or {}).get("coefficients")
         fallback = self.landmark_fallback
         for objective, models in self.boosters.items():
@@ -160,7 +159,7 @@ class Surrogate:
                 continue
             xo = x
             if objective == "train_time_s" and baseline:
-                xo = with_time_baseline(x, self.schema, baseline, reference=reference, blind=blind)
+                xo = with_time_baseline(x, self.schema, baseline, reference=reference)
             elif objective == "peak_memory_mb" and memory:
                 xo = with_memory_baseline(x, self.schema, memory)
             raw = np.stack([models[a].predict(xo, num_threads=num_threads) for a in QUANTILES], axis=1)
@@ -268,7 +267,7 @@ def fit(
         if objective == "train_time_s":  # the target is relative to the baseline, so it comes first
             reference = reference_gflops(x)
             baseline = fit_time_baseline(x, values, schema, reference=reference)
-            x = with_time_baseline(x, schema, baseline, reference=reference, blind=TIME_BLIND)
+            x = with_time_baseline(x, schema, baseline, reference=reference)
         elif objective == "peak_memory_mb":
             memory = fit_memory_baseline(x, values, schema)
             x = with_memory_baseline(x, schema, memory)
@@ -325,11 +324,10 @@ def fit(
             if pair is not None:
                 pairs_new_dataset[objective] = pair
     baseline_meta = {"basis": list(TIME_BASIS), "coefficients": baseline, "reference_gflops": reference,
-                     "blind": list(TIME_BLIND),
-                     "fit": "per framework and device kind, non-negative least squares of log(time)"} \
+                     "fit": "per framework, non-negative least squares of the relative error"} \
         if "train_time_s" in boosters else None
     memory_meta = {"basis": list(MEMORY_BASIS), "coefficients": memory,
-                   "fit": "per framework and device kind, non-negative least squares of log(memory)"} \
+                   "fit": "per framework, non-negative least squares of the relative error"} \
         if "peak_memory_mb" in boosters else None
     accuracy_meta = {"relative_to": "landmark", "landmark_fallback": landmark_fallback, "headroom_cap": headroom_cap,
                      "combined_with": f"{ACCURACY_COMPANION} (plain accuracy), elementwise minimum"
