@@ -44,71 +44,78 @@ FINDINGS = RESULTS / "raw" / "verified-runs.findings.md"
 OUT = RESULTS / "verified-runs.md"
 
 
-def _runs() -> list[dict[str, Any]]:
+def verified_runs() -> list[dict[str, Any]]:
     return [r for r in read_jsonl(rv2.RAW) if r.get("config") and r.get("epoch_times") and r.get("model")
             and not r.get("contended") and r.get("status") in ("ok", "pruned")
             and r.get("test_accuracy") is not None]
 
 
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Time and accuracy figures of predicted rows (those of an objective the model did not predict are left out)."""
     if not rows:
         return {"runs": 0}
-    t = np.array([r["time"] for r in rows])
-    tp = np.array([r["time_pred"] for r in rows])
-    a = np.array([r["accuracy"] for r in rows])
-    ap = np.array([r["accuracy_pred"] for r in rows])
-    return {
-        "runs": len(rows),
-        "configs": len({(r["dataset"], r["recipe"]) for r in rows}),
-        "time_mape": float(np.mean(np.abs(tp[:, 1] - t) / t)),
-        "time_ratio": float(np.exp(np.median(np.log(tp[:, 1] / t)))),
-        "time_coverage": float(np.mean((tp[:, 0] <= t) & (t <= tp[:, 2]))),
-        "accuracy_mae": float(np.mean(np.abs(ap[:, 1] - a))),
-        "accuracy_bias": float(np.median(ap[:, 1] - a)),
-        "accuracy_coverage": float(np.mean((ap[:, 0] <= a) & (a <= ap[:, 2]))),
-    }
+    out: dict[str, Any] = {"runs": len(rows), "configs": len({(r["dataset"], r["recipe"]) for r in rows})}
+    if all("time_pred" in r for r in rows):
+        t, tp = np.array([r["time"] for r in rows]), np.array([r["time_pred"] for r in rows])
+        out.update(time_mape=float(np.mean(np.abs(tp[:, 1] - t) / t)),
+                   time_ratio=float(np.exp(np.median(np.log(tp[:, 1] / t)))),
+                   time_coverage=float(np.mean((tp[:, 0] <= t) & (t <= tp[:, 2]))))
+    if all("accuracy_pred" in r for r in rows):
+        a, ap = np.array([r["accuracy"] for r in rows]), np.array([r["accuracy_pred"] for r in rows])
+        out.update(accuracy_mae=float(np.mean(np.abs(ap[:, 1] - a))), accuracy_bias=float(np.median(ap[:, 1] - a)),
+                   accuracy_coverage=float(np.mean((ap[:, 0] <= a) & (a <= ap[:, 2]))))
+    return out
 
 
-def run(args: argparse.Namespace) -> None:
-    from advisor import surrogate as sg
+def predicted(run: dict[str, Any], model: Any, workdir: Path, *, landmark: float | None = None) -> dict[str, Any]:
+    """``model``'s bands for a verified run as it ran (one core; ``landmark`` replaces the workload's)."""
+    import dataclasses
+
     from advisor._recommend._candidates import Candidate, columns
     from advisor._recommend._workload import describe_workload, resolve_target
     from advisor.records import Config
 
+    dataset = run["dataset"]
+    derived = dataset in rv2.DERIVED
+    workload = describe_workload(str(rv2.derived_path(dataset, workdir)) if derived else dataset, model=run["model"])
+    if landmark is not None:
+        workload = dataclasses.replace(workload, landmark=landmark)
+    cfg = Config.from_dict({**run["config"], "threads": 1})
+    cols = columns([Candidate(cfg, "verified run", None, run["model"])], workload, resolve_target("cpu", cores=1),
+                   reading=([len(run["epoch_times"])], [int(cfg.epochs)]))
+    out: dict[str, Any] = {"dataset": dataset, "held_out": not derived, "model": run["model"],
+                           "framework": run["framework"], "recipe": rv2._recipe_of(run["config"]),
+                           "time": float(np.sum(run["epoch_times"])), "accuracy": float(run["test_accuracy"])}
+    for name, band in model.predict(cols).items():
+        key = {"train_time_s": "time_pred", "test_accuracy": "accuracy_pred"}.get(name)
+        if key:
+            out[key] = [float(band.lo[0]), float(band.mid[0]), float(band.hi[0])]
+    return out
+
+
+def run(args: argparse.Namespace) -> None:
+    from advisor import surrogate as sg
+
     workdir = Path(args.workdir)
     model_dir = Path(args.model) if args.model else sg.shipped_model_dir()
-    target = resolve_target("cpu", cores=1)
     models: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     t0 = time.time()
-    for r in _runs():
+    for r in verified_runs():
         dataset = r["dataset"]
-        derived = dataset in rv2.DERIVED
-        key = "*" if derived else dataset
+        key = "*" if dataset in rv2.DERIVED else dataset
         if key not in models:
-            models[key] = sg.load(model_dir if derived else rv2.heldout_model(dataset, workdir, args.rounds)[1])
-        asked = str(rv2.derived_path(dataset, workdir)) if derived else dataset
-        workload = describe_workload(asked, model=r["model"])
-        cfg = Config.from_dict({**r["config"], "threads": 1})
-        ran = len(r["epoch_times"])
-        cols = columns([Candidate(cfg, "verified run", None, r["model"])], workload, target,
-                       reading=([ran], [int(cfg.epochs)]))
-        band = models[key].predict(cols)
-        tb, ab = band["train_time_s"], band["test_accuracy"]
-        rows.append({"dataset": dataset, "held_out": not derived, "model": r["model"], "framework": r["framework"],
-                     "recipe": rv2._recipe_of(r["config"]), "time": float(np.sum(r["epoch_times"])),
-                     "accuracy": float(r["test_accuracy"]),
-                     "time_pred": [float(tb.lo[0]), float(tb.mid[0]), float(tb.hi[0])],
-                     "accuracy_pred": [float(ab.lo[0]), float(ab.mid[0]), float(ab.hi[0])]})
+            models[key] = sg.load(model_dir if key == "*" else rv2.heldout_model(dataset, workdir, args.rounds)[1])
+        rows.append(predicted(r, models[key], workdir))
     by_model = defaultdict(list)
     for row in rows:
         by_model[row["model"]].append(row)
     record = {"label": args.label or git_rev(), "commit": git_rev(), "model_dir": str(model_dir),
               "workdir": str(workdir), "command": command_line(), "machine": machine_line(),
               "seconds": round(time.time() - t0, 1),
-              "all": _summary(rows), "held_out": _summary([x for x in rows if x["held_out"]]),
-              "derived": _summary([x for x in rows if not x["held_out"]]),
-              "by_model": {m: _summary(v) for m, v in sorted(by_model.items())}}
+              "all": summary(rows), "held_out": summary([x for x in rows if x["held_out"]]),
+              "derived": summary([x for x in rows if not x["held_out"]]),
+              "by_model": {m: summary(v) for m, v in sorted(by_model.items())}}
     append_jsonl(RAW, record)
     s = record["all"]
     print(f"{record['label']}: {s['runs']} runs; time MAPE {s['time_mape']:.1%} (ratio {s['time_ratio']:.2f}, "

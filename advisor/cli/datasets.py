@@ -81,7 +81,7 @@ def info_command(
             ("train samples", f"{info.train_size:,}"), ("test samples", f"{info.test_size:,}"),
             ("synthetic", "yes (timing only: accuracy has no meaning)" if info.synthetic else "no"),
             ("source", info.source), ("description", info.description),
-            ("landmark", "not measured" if info.landmark is None else f"{info.landmark:.4f} (ridge-classifier accuracy)")]
+            ("landmark", "not measured" if info.landmark is None else f"{info.landmark:.4f} (landmark classifier accuracy)")]
     if report is not None:
         rows += [("folder", report.folder), ("format", report.format),
                  ("files", ", ".join(f"{n} ({b:,} B)" for n, b in report.files) or "-"),
@@ -101,7 +101,7 @@ def landmark_command(
         "--data-dir", help="Folder holding the canonical files (default: the cache; nothing is downloaded).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Measure a dataset's landmark: the test accuracy of a fixed ridge classifier, its difficulty score.
+    """Measure a dataset's landmark: the test accuracy of a fixed cheap classifier (ridge on random conv features), its difficulty score.
 
     The surrogate predicts accuracy relative to it. Registry datasets carry a recorded value; this
     measures it again from the files.

@@ -81,7 +81,7 @@ def _pair_line(meta: Mapping[str, Any]) -> str:
 def _accuracy_lines(meta: Mapping[str, Any]) -> list[str]:
     """How the card's model predicts accuracy, as its meta says (models differ in this)."""
     target = meta.get("accuracy_target") or {}
-    marks = ("landmark (the test accuracy of a fixed ridge classifier, `advisor datasets landmark NAME`: "
+    marks = ("landmark (the test accuracy of a fixed ridge classifier on random convolutional features, `advisor datasets landmark NAME`: "
              + _recorded_landmarks() + "),")
     if not isinstance(target, dict) or not target:
         return ["- **Accuracy** is modelled as measured (no landmark in the training rows)."]
@@ -93,7 +93,7 @@ def _accuracy_lines(meta: Mapping[str, Any]) -> list[str]:
     cap = target.get("headroom_cap")
     capped = ("" if cap is None else
               f" A prediction never removes more than {100 * float(cap):.0f}% of the landmark's error (1 - landmark),"
-              " the 99th percentile of what the training trials removed, so easy data is not promised 1.0.")
+              " the most any training trial removed, so easy data is not promised 1.0.")
     return ["- **Accuracy** is modelled as accuracy minus the dataset's",
             "  " + marks,
             "  which carries what was learnt on easy data over to hard data (see `advisor/surrogate/model.py` for the",

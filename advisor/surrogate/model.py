@@ -18,7 +18,7 @@ model, and the transform between measured values and the boosters' targets, are 
 :mod:`advisor.surrogate._targets`.
 
 Accuracy is modelled relative to the dataset's landmark (:mod:`advisor._datasets.landmark`, the
-test accuracy of a fixed ridge classifier): the target is ``accuracy - landmark`` and a prediction
+test accuracy of a fixed ridge classifier on random convolutional features): the target is ``accuracy - landmark`` and a prediction
 adds the candidate's landmark back. What the boosters learn is then how much a network beats the
 simplest classifier, which transfers from easy datasets to hard ones; plain accuracy learnt on
 digits and MNIST promised CIFAR-10 about 0.97. Alone, though, the relative model overshoots on
@@ -31,7 +31,7 @@ Fashion-MNIST and CIFAR-10 added, 2,458 trials) it costs much more: with a datas
 lower of both is off by 0.192 (band coverage 47%), the difference alone by 0.165 (64%); MNIST held
 out is under-predicted by 0.21 with the companion and by 0.07 without. So the companion is off,
 and what it guarded against is bounded instead: a relative prediction never removes more of the
-landmark's error (``1 - landmark``) than the 99th percentile of the training trials did
+landmark's error (``1 - landmark``) than any training trial did
 (``meta["accuracy_target"]["headroom_cap"]``), so easy data is not promised 1.0.
 Modelling the share of the landmark's error removed, ``(accuracy - landmark) / (1 - landmark)``,
 was tried too: 0.208 held out, worse than the difference (it over-predicts CIFAR-10 by 0.15). A row without a
@@ -128,7 +128,7 @@ class Surrogate:
     @property
     def headroom_cap(self) -> float | None:
         """The largest share of the landmark's error (``1 - landmark``) that training trials removed
-        (their 99th percentile): a landmark-relative prediction never removes more."""
+        (the most any of them removed): a landmark-relative prediction never removes more."""
         target = self.meta.get("accuracy_target") or {}
         value = target.get("headroom_cap") if isinstance(target, dict) else None
         return None if value is None else float(value)
@@ -263,7 +263,9 @@ def fit(
             if landmark_fallback is not None:
                 mark = _landmark_or(x, landmark_fallback)[final]
                 share = (values[final] - mark) / np.maximum(1.0 - mark, 1e-3)
-                headroom_cap = float(np.clip(np.percentile(share, 99), 0.0, 1.0)) if len(share) else None
+                # the most any trial removed: with a landmark close to 1 (digits) the 99th percentile fell to
+                # 0.81 and called reachable targets on new data impossible
+                headroom_cap = float(np.clip(np.max(share), 0.0, 1.0)) if len(share) else None
         if objective == "train_time_s":  # the target is relative to the baseline, so it comes first
             reference = reference_gflops(x)
             baseline = fit_time_baseline(x, values, schema, reference=reference)
