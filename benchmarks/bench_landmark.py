@@ -59,7 +59,7 @@ def _split(name: str, n_train: int, n_test: int) -> tuple[np.ndarray, np.ndarray
 def conv_landmark(name: str, n_train: int, n_test: int, penalty: float, filters: int = 0, side: int = 0,
                   pixels: bool = False) -> float:
     """A protocol's score: the ridge classifier on random conv features, or on the raw pixels."""
-    from advisor._datasets.landmark import random_conv_features, ridge_accuracy
+    from advisor._datasets.landmark import random_conv_features, random_filters, ridge_accuracy
 
     x_train, y_train, x_test, y_test, classes = _split(name, n_train, n_test)
     if pixels:  # the former protocol: raw pixels, not standardised
@@ -72,9 +72,7 @@ def conv_landmark(name: str, n_train: int, n_test: int, penalty: float, filters:
         return float(np.mean((b @ w).argmax(axis=1) == y_test))
     mu, sd = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
     x_train, x_test = (x_train - mu) / sd, (x_test - mu) / sd
-    bank = np.random.default_rng(0).standard_normal((side, side, x_train.shape[-1], filters)).astype(np.float32)
-    bank -= bank.mean(axis=(0, 1, 2), keepdims=True)
-    bank /= np.sqrt((bank ** 2).sum(axis=(0, 1, 2), keepdims=True))
+    bank = random_filters(x_train.shape[-1], filters, side)
     return ridge_accuracy(random_conv_features(x_train, bank), y_train, random_conv_features(x_test, bank), y_test,
                           classes, penalty)
 

@@ -104,7 +104,6 @@ def test_accuracy_is_modelled_relative_to_the_landmark(fitted: sg.Surrogate, tab
     marks = np.nan_to_num(F.landmarks(picked), nan=target["landmark_fallback"])
     share = (acc - marks) / np.maximum(1 - marks, 1e-3)
     assert target["headroom_cap"] == pytest.approx(float(np.clip(share.max(), 0, 1)))
-    assert target["headroom_cap"] > np.percentile(share, 99) - 1e-12
     best = max((i for i, d in enumerate(cols["dataset_name"]) if d == "cifar10" and cols["test_accuracy"][i] is not None),
                key=lambda i: cols["test_accuracy"][i])  # the hardest dataset's best trial
     row = {k: [v[best]] for k, v in cols.items()}

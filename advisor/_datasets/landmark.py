@@ -32,7 +32,7 @@ from advisor._datasets.registry import DatasetInfo, get_info
 from advisor.records import Workload
 
 __all__ = ["LANDMARK_TRAIN", "LANDMARK_TEST", "RIDGE_PENALTY", "CONV_FILTERS", "CONV_SIDE", "CONV_GRID",
-           "landmark_subset", "landmark_score", "random_conv_features", "ridge_accuracy", "file_landmark"]
+           "landmark_subset", "landmark_score", "random_filters", "random_conv_features", "ridge_accuracy", "file_landmark"]
 
 LANDMARK_TRAIN = 2_000
 LANDMARK_TEST = 1_000
@@ -45,6 +45,14 @@ CONV_GRID = 4
 def landmark_subset(info: DatasetInfo) -> tuple[int, int]:
     """The training and test samples the landmark uses: the fixed sizes, or all a smaller dataset has."""
     return min(LANDMARK_TRAIN, info.train_size), min(LANDMARK_TEST, info.test_size)
+
+
+def random_filters(channels: int, filters: int = CONV_FILTERS, side: int = CONV_SIDE) -> np.ndarray:
+    """The fixed filter bank (side, side, channels, filters): seed 0, each filter zero-mean, unit norm."""
+    bank = np.random.default_rng(0).standard_normal((side, side, channels, filters))
+    bank -= bank.mean(axis=(0, 1, 2), keepdims=True)
+    bank /= np.sqrt((bank ** 2).sum(axis=(0, 1, 2), keepdims=True))
+    return bank.astype(np.float32)
 
 
 def random_conv_features(x: np.ndarray, filters: np.ndarray, grid: int = CONV_GRID, batch: int = 64) -> np.ndarray:
@@ -63,7 +71,7 @@ def random_conv_features(x: np.ndarray, filters: np.ndarray, grid: int = CONV_GR
         maps = np.maximum((patches @ flat).reshape(len(chunk), h, w, -1), 0.0)
         parts.append(np.stack([maps[:, r][:, :, q].mean(axis=(1, 2)) for r in rows for q in cols], axis=1)
                      .reshape(len(chunk), -1))
-    return np.concatenate(parts) if parts else np.zeros((0, grid * grid * filters.shape[-1]), dtype=x.dtype)
+    return np.concatenate(parts)
 
 
 def ridge_accuracy(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_test: np.ndarray,
@@ -99,10 +107,7 @@ def landmark_score(dataset: str, *, data_dir: str | None = None, download: bool 
         x_train, x_test = x_train[..., None], x_test[..., None]
     mu, sd = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
     x_train, x_test = (x_train - mu) / sd, (x_test - mu) / sd
-    bank = np.random.default_rng(0).standard_normal((CONV_SIDE, CONV_SIDE, x_train.shape[-1], CONV_FILTERS))
-    bank -= bank.mean(axis=(0, 1, 2), keepdims=True)
-    bank /= np.sqrt((bank ** 2).sum(axis=(0, 1, 2), keepdims=True))
-    bank = bank.astype(np.float32)
+    bank = random_filters(x_train.shape[-1])
     return ridge_accuracy(random_conv_features(x_train, bank), data.y_train, random_conv_features(x_test, bank),
                           data.y_test, info.num_classes)
 
