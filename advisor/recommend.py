@@ -35,7 +35,7 @@ from advisor._recommend._candidates import (
 )
 from advisor._recommend._baseline import (
     EPOCH_GRID, MEASURED_ACCURACY_NOISE, accuracy_ceiling, measured_configs, measured_elsewhere, obvious_default,
-    same_workload_rows,
+    same_samples_seen, same_workload_rows,
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._filling import add_filling_runs, bounded_by_budget
@@ -225,6 +225,13 @@ def recommend(
     cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) if id(m) not in other_size else
               Candidate(m.config, OTHER_SIZE, None, model=m.model, accuracy_of=m)
               for m in measured if m.config.framework in usable]
+    # ... and as the same training in samples seen: e epochs of n0 samples are ceil(e n0 / n) epochs of
+    # the n asked for, about as long, so a time bound the e-epoch run at n would break still gets this
+    # evidence (a --target-accuracy question keeps the runs as measured: their reading is at the target).
+    if to_target is None:
+        cands += [Candidate(cfg, OTHER_SIZE, None, model=m.model, accuracy_of=m) for m in measured
+                  if id(m) in other_size and m.config.framework in usable
+                  and (cfg := same_samples_seen(m, workload.train_samples)) is not None]
     cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in
               measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))]
     cands = unique(cands)
@@ -439,6 +446,7 @@ def recommend(
         acc_basis = basis if cand.accuracy_of is None else OTHER_SIZE if cand.source == OTHER_SIZE else "measured on cpu"
         got = cand.measured or cand.accuracy_of
         size = got.train_samples if got is not None and got.train_samples != workload.train_samples else None
+        epochs = got.config.epochs if size and got.config.epochs != cand.config.epochs else None
         evidence = (own_evidence(kb, cand.measured) if cand.measured is not None else
                     nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K,
                                    device_kind=target.device_kind, dataset=evidence_dataset))
@@ -452,7 +460,7 @@ def recommend(
             repeats=(cand.measured or cand.accuracy_of).repeats if (cand.measured or cand.accuracy_of) else 0,
             p_constraints=float(p[i]), transfer=cand.transfer, p_not_worse=transfer_probability(cand.transfer),
             schedule_time_s=Prediction(*whole[i], basis) if i in whole else None,
-            measured_train_samples=size or None,
+            measured_train_samples=size or None, measured_epochs=epochs,
         )
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2], top))]

@@ -642,11 +642,60 @@ def test_runs_of_a_smaller_copy_stand_for_the_full_size_as_accuracy_only(shipped
     assert any("measured at 30,000 training samples, not at the 50,000" in w for w in full.warnings)
     assert json.loads(json.dumps(full.to_dict()))["choices"][full.choices.index(c)]["measured_train_samples"] == 30_000
 
+    assert c.config["epochs"] == 10 and c.measured_epochs is None
+
+    # The same training in samples seen: 10 epochs of 30,000 are 6 epochs of 50,000 (ceil(10 * 0.6)),
+    # shown with the epochs its runs had; its accuracy is the same measurement, its time predicted shorter.
+    fewer = [x for x in full.choices if x.framework == "torch" and x.model == "cifar_quick" and x.measured_epochs]
+    assert fewer, "the 30,000-sample runs should also stand for 6 epochs of 50,000"
+    f = fewer[0]
+    assert f.config["epochs"] == 6 and f.measured_epochs == 10 and f.measured_train_samples == 30_000
+    assert f.accuracy.basis == OTHER_SIZE and f.accuracy.mid == pytest.approx(measured_accuracy, abs=1e-9)
+    assert f.time_s.mid < c.time_s.mid
+    assert json.loads(json.dumps(full.to_dict()))["choices"][full.choices.index(f)]["measured_epochs"] == 10
+
     same = rc.recommend("cifar10", table=path, model_dir=shipped[1], profile=CPU_PROFILE, prefer="accurate",
                         top=300, candidates_per_framework=100, train_samples=30_000)
     got = mine(same)
     assert got and got[0].basis == "measured" and got[0].measured_train_samples is None
+    assert not [x for x in same.choices if x.measured_epochs], "at the measured size the runs are what they were"
     assert not any("training samples, not at the" in w for w in same.warnings)
+
+
+def test_same_samples_seen_is_fewer_epochs_of_more_data_and_never_a_budgeted_run() -> None:
+    from advisor._recommend._baseline import Measured, same_samples_seen
+    from advisor.records import Config
+
+    def run(epochs: int, n: int, budget: float | None = None) -> Any:
+        cfg = Config(framework="torch", epochs=epochs, **({"time_budget_s": budget} if budget else {}))
+        band = (1.0, 1.0, 1.0)
+        return Measured(cfg, "lenet5", 1, band, (0.9, 0.9, 0.9), band, ("t",), n)
+
+    assert same_samples_seen(run(3, 30_000), 50_000).epochs == 2  # 90,000 samples seen -> 100,000
+    assert same_samples_seen(run(10, 30_000), 60_000).epochs == 5  # exactly as many
+    got = same_samples_seen(run(3, 30_000), 50_000)
+    assert dataclasses.replace(got, epochs=3) == run(3, 30_000).config, "only the run length changes"
+    assert same_samples_seen(run(1, 30_000), 50_000) is None, "one epoch of more data is no shorter"
+    assert same_samples_seen(run(3, 30_000), 30_000) is None and same_samples_seen(run(3, 30_000), 20_000) is None
+    assert same_samples_seen(run(3, 0), 50_000) is None, "an unknown size says nothing"
+    assert same_samples_seen(run(3, 30_000, budget=60.0), 50_000) is None, "a budgeted run's length was the clock's"
+
+
+def test_of_two_runs_standing_in_for_one_config_the_better_accuracy_counts() -> None:
+    from advisor._recommend._baseline import Measured
+    from advisor._recommend._candidates import Candidate, unique
+    from advisor.records import Config
+
+    cfg = Config(framework="torch", epochs=2)
+    band = (1.0, 1.0, 1.0)
+
+    def got(acc: float) -> Any:
+        return Measured(cfg, "lenet5", 1, band, (acc - 0.01, acc, acc + 0.01), band, ("t",), 30_000)
+
+    for first, second in ((0.6, 0.7), (0.7, 0.6)):
+        out = unique([Candidate(cfg, OTHER_SIZE, None, model="lenet5", accuracy_of=got(first)),
+                      Candidate(cfg, OTHER_SIZE, None, model="lenet5", accuracy_of=got(second))])
+        assert len(out) == 1 and out[0].accuracy_of.accuracy[1] == 0.7
 
 
 def test_the_test_sets_evaluation_counts_in_plans_and_wall_limits(shipped: tuple[Path, Path], tmp_path: Path) -> None:

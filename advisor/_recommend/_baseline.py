@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from advisor.records import Config
 
 __all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows",
            "time_to_accuracy", "accuracy_noise",
-           "accuracy_ceiling", "CEILING_MIN_TRIALS", "measured_elsewhere"]
+           "accuracy_ceiling", "CEILING_MIN_TRIALS", "measured_elsewhere", "same_samples_seen"]
 
 #: What a user would run without advice (besides the framework and the model).
 OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
@@ -172,6 +173,22 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
                             tuple(str(cols["trial_id"][i]) for i in idx),
                             int(np.median([cols["train_samples"][i] or 0 for i in idx]))))
     return out
+
+
+def same_samples_seen(m: Measured, train_samples: int) -> Config | None:
+    """``m``'s configuration at ``train_samples`` (more than its runs had) for as many samples seen:
+    ``ceil(epochs * measured size / train_samples)`` epochs, its schedule laid over them.
+
+    That run takes the same steps on more distinct data, so the accuracy ``m`` measured is
+    evidence for it too, and it takes about ``m``'s time where the same epoch count would take
+    ``train_samples / measured size`` times as long. None where it would not be shorter, or where
+    ``m`` ran under a time budget (its length was the clock's, not its epochs').
+    """
+    n0, e0 = int(m.train_samples or 0), int(m.config.epochs)
+    if not n0 or train_samples <= n0 or m.config.time_budget_s:
+        return None
+    epochs = int(np.ceil(e0 * n0 / train_samples - 1e-9))
+    return dataclasses.replace(m.config, epochs=epochs) if epochs < e0 else None
 
 
 def accuracy_ceiling(table: knowledge.Table, workload: WorkloadInfo) -> float | None:

@@ -207,7 +207,9 @@ def unique(cands: list[Candidate]) -> list[Candidate]:
         if key in seen:
             if c.measured is not None:
                 out[seen[key]] = c
-            elif c.accuracy_of is not None and out[seen[key]].measured is None:  # e.g. the default, measured on a CPU
+            elif c.accuracy_of is not None and out[seen[key]].measured is None and (
+                    out[seen[key]].accuracy_of is None  # e.g. the default, measured on a CPU
+                    or c.accuracy_of.accuracy[1] > out[seen[key]].accuracy_of.accuracy[1]):  # two runs stand in: the better
                 out[seen[key]] = dataclasses.replace(out[seen[key]], accuracy_of=c.accuracy_of)
             continue
         seen[key] = len(out)

@@ -77,6 +77,9 @@ class Choice:
     #: The training samples of the runs behind a measured figure, where they are not the
     #: workload's (a smaller copy measured in place of the full size); None otherwise.
     measured_train_samples: int | None = None
+    #: The epochs of those runs, where they are not the choice's: the choice is the same training
+    #: in samples seen at the workload's size (fewer epochs of more samples); None otherwise.
+    measured_epochs: int | None = None
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,8 @@ def _present(dataset: str, data_dir: Path) -> int | None:
 def _where_measured(c: Any) -> str:
     """Where a choice's measured accuracy (only) was measured: another device, another training size."""
     where = " on a CPU" if c.accuracy.basis == "measured on cpu" else ""
-    return where + (f" at {c.measured_train_samples:,} training samples" if c.measured_train_samples else "")
+    return where + (f" at {c.measured_train_samples:,} training samples" if c.measured_train_samples else "") + (
+        f" over {c.measured_epochs} epochs (as many samples seen)" if c.measured_epochs else "")
 
 
 def _print_table(rec: Any, rows: list[Any]) -> None:
@@ -171,6 +172,7 @@ def _print_table(rec: Any, rows: list[Any]) -> None:
     for c in rows:
         basis = (f"meas x{c.repeats}" if c.basis == "measured" else f"acc meas x{c.repeats}"
                  + (f" @{c.measured_train_samples:,}" if c.measured_train_samples else "")
+                 + (f"x{c.measured_epochs}ep" if c.measured_epochs else "")
                  if c.accuracy.basis != c.basis else "pred")
         cells = [str(c.rank) if c.rank else "dflt", _FW_SHORT.get(c.framework, c.framework), c.model,
                  _compact_time(c.time_s), _compact_accuracy(c.accuracy), f"{c.memory_mb.mid:.0f}", basis]
