@@ -225,15 +225,19 @@ def recommend(
     cands += [Candidate(m.config, "measured", None, model=m.model, measured=m) if id(m) not in other_size else
               Candidate(m.config, OTHER_SIZE, None, model=m.model, accuracy_of=m)
               for m in measured if m.config.framework in usable]
-    # ... and as the same training in samples seen: e epochs of n0 samples are ceil(e n0 / n) epochs of
-    # the n asked for, about as long, so a time bound the e-epoch run at n would break still gets this
-    # evidence (a --target-accuracy question keeps the runs as measured: their reading is at the target).
-    if to_target is None:
+    # ... and, under a time bound, as the same training in samples seen: e epochs of n0 samples are
+    # ceil(e n0 / n) epochs of the n asked for, about as long, so a bound the e-epoch run at n would
+    # break still gets this evidence. Without a bound the e-epoch run at n stays as it was: both would
+    # show the same measured accuracy, and the shorter would win on time though the longer learns more.
+    if constraints.max_time_s is not None and to_target is None:
         cands += [Candidate(cfg, OTHER_SIZE, None, model=m.model, accuracy_of=m) for m in measured
                   if id(m) in other_size and m.config.framework in usable
                   and (cfg := same_samples_seen(m, workload.train_samples)) is not None]
-    cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in
-              measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))]
+    elsewhere = measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))
+    if constraints.max_time_s is not None and to_target is None:  # on a GPU too
+        elsewhere += [(short, got) for cfg, got in elsewhere
+                      if (short := same_samples_seen(got, workload.train_samples, cfg)) is not None]
+    cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in elsewhere]
     cands = unique(cands)
     sizes = sorted({got.train_samples for c in cands for got in (c.measured, c.accuracy_of)
                     if got is not None and got.train_samples and got.train_samples != workload.train_samples})

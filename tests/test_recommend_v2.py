@@ -643,16 +643,26 @@ def test_runs_of_a_smaller_copy_stand_for_the_full_size_as_accuracy_only(shipped
     assert json.loads(json.dumps(full.to_dict()))["choices"][full.choices.index(c)]["measured_train_samples"] == 30_000
 
     assert c.config["epochs"] == 10 and c.measured_epochs is None
+    assert not [x for x in full.choices if x.measured_epochs], "without a time bound the runs stay as measured"
 
-    # The same training in samples seen: 10 epochs of 30,000 are 6 epochs of 50,000 (ceil(10 * 0.6)),
-    # shown with the epochs its runs had; its accuracy is the same measurement, its time predicted shorter.
-    fewer = [x for x in full.choices if x.framework == "torch" and x.model == "cifar_quick" and x.measured_epochs]
+    # Under a time bound, also the same training in samples seen: 10 epochs of 30,000 are 6 epochs of
+    # 50,000 (ceil(10 * 0.6)), shown with the epochs its runs had; its accuracy is the same measurement,
+    # its time predicted shorter.
+    bounded = rc.recommend("cifar10", table=path, model_dir=shipped[1], profile=CPU_PROFILE, top=300,
+                           candidates_per_framework=100, constraints=rc.Constraints(max_time_s=86_400))
+    fewer = [x for x in bounded.choices if x.framework == "torch" and x.model == "cifar_quick" and x.measured_epochs]
     assert fewer, "the 30,000-sample runs should also stand for 6 epochs of 50,000"
     f = fewer[0]
     assert f.config["epochs"] == 6 and f.measured_epochs == 10 and f.measured_train_samples == 30_000
     assert f.accuracy.basis == OTHER_SIZE and f.accuracy.mid == pytest.approx(measured_accuracy, abs=1e-9)
-    assert f.time_s.mid < c.time_s.mid
-    assert json.loads(json.dumps(full.to_dict()))["choices"][full.choices.index(f)]["measured_epochs"] == 10
+    longer = [x for x in mine(bounded) if x.config["epochs"] == 10]
+    assert longer and f.time_s.mid < longer[0].time_s.mid
+    assert json.loads(json.dumps(bounded.to_dict()))["choices"][bounded.choices.index(f)]["measured_epochs"] == 10
+    # on a GPU too: the CPU runs' accuracy stands for the GPU's 6 epochs of 50,000
+    gpu = rc.recommend("cifar10", table=path, model_dir=shipped[1], profile=CPU_PROFILE, top=300, device_kind="gpu",
+                       gpu_model="h200", candidates_per_framework=100, constraints=rc.Constraints(max_time_s=86_400))
+    assert [x for x in gpu.choices if x.model == "cifar_quick" and x.measured_epochs == 10 and x.config["epochs"] == 6
+            and x.accuracy.basis == "measured on cpu" and x.config["device"] == "cuda"]
 
     same = rc.recommend("cifar10", table=path, model_dir=shipped[1], profile=CPU_PROFILE, prefer="accurate",
                         top=300, candidates_per_framework=100, train_samples=30_000)

@@ -175,9 +175,10 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
     return out
 
 
-def same_samples_seen(m: Measured, train_samples: int) -> Config | None:
-    """``m``'s configuration at ``train_samples`` (more than its runs had) for as many samples seen:
-    ``ceil(epochs * measured size / train_samples)`` epochs, its schedule laid over them.
+def same_samples_seen(m: Measured, train_samples: int, config: Config | None = None) -> Config | None:
+    """``m``'s configuration (or ``config``, the same recipe on another device) at ``train_samples``
+    (more than its runs had) for as many samples seen: ``ceil(epochs * measured size /
+    train_samples)`` epochs, its schedule laid over them.
 
     That run takes the same steps on more distinct data, so the accuracy ``m`` measured is
     evidence for it too, and it takes about ``m``'s time where the same epoch count would take
@@ -188,7 +189,7 @@ def same_samples_seen(m: Measured, train_samples: int) -> Config | None:
     if not n0 or train_samples <= n0 or m.config.time_budget_s:
         return None
     epochs = int(np.ceil(e0 * n0 / train_samples - 1e-9))
-    return dataclasses.replace(m.config, epochs=epochs) if epochs < e0 else None
+    return dataclasses.replace(config or m.config, epochs=epochs) if epochs < e0 else None
 
 
 def accuracy_ceiling(table: knowledge.Table, workload: WorkloadInfo) -> float | None:
