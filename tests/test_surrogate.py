@@ -555,6 +555,13 @@ def test_grouped_cross_validation_on_a_learnable_table(table_path: Path) -> None
     assert sum(g["n_rows"] for g in groups.values()) == time_lodo.n_rows
     pooled = sum(g["mape"] * g["n_rows"] for g in groups.values()) / time_lodo.n_rows
     assert pooled == pytest.approx(time_lodo.mape)
+    # where the error comes from: the kinds of run partition the rows, and their shares of the summed error add up
+    for f in (time_lodo, result.get("test_accuracy", "leave-one-dataset-out")):
+        assert f is not None and f.by_kind and sum(k["n_rows"] for k in f.by_kind.values()) == f.n_rows
+        assert sum(k["share"] for k in f.by_kind.values()) == pytest.approx(1.0)
+        key = "mape" if f.objective == "train_time_s" else "mae"
+        pooled = sum(k[key] * k["n_rows"] for k in f.by_kind.values()) / f.n_rows
+        assert pooled == pytest.approx(getattr(f, key))
     # one CPU profile only: no hardware-held-out scheme
     assert result.get("train_time_s", "leave-one-hardware-out") is None
     assert any("leave-one-hardware-out" in s for s in result.skipped)
@@ -584,6 +591,23 @@ def test_model_card(fitted: sg.Surrogate, table_path: Path, tmp_path: Path) -> N
     assert fitted.meta["table_sha256"] in text
     assert "Where not to trust it" in text and "digits" in text
     assert "landmark" in text and "time_baseline" in text
+    assert "| train_time_s | runs under 1 s |" in text or "| train_time_s | runs of 1 s or more |" in text
+
+
+def test_error_composition_splits_short_runs_and_runs_that_did_not_learn() -> None:
+    from advisor.surrogate.evaluate import error_composition
+
+    y = np.array([0.5, 2.0, 10.0, 20.0])
+    got = error_composition("train_time_s", y, y * np.array([3.0, 1.5, 1.1, 1.0]), np.full(4, 10.0))
+    short, rest = got["runs under 1 s"], got["runs of 1 s or more"]
+    assert short == {"n_rows": 1, "mape": pytest.approx(2.0), "share": pytest.approx(2.0 / 2.6)}
+    assert rest["n_rows"] == 3 and rest["mape"] == pytest.approx(0.6 / 3)
+    # chance is 1 / classes: 0.15 of 10 classes and 0.55 of 2 (chance 0.5, 0.6 not reached) did not learn
+    acc = np.array([0.15, 0.9, 0.55, 0.95])
+    got = error_composition("test_accuracy", acc, acc + np.array([0.4, 0.0, 0.2, 0.02]), np.array([10, 10, 2, 2]))
+    failed, learned = got["runs that did not learn (within 0.1 of chance)"], got["runs that learned"]
+    assert failed["n_rows"] == 2 and failed["mae"] == pytest.approx(0.3) and learned["mae"] == pytest.approx(0.01)
+    assert error_composition("peak_memory_mb", y, y, np.full(4, 10.0)) == {}
 
 
 def test_model_card_names_held_out_groups_whose_band_covers_too_little() -> None:

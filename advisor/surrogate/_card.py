@@ -194,6 +194,13 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         lines += [f"| {f.objective} | {f.scheme} | {name} | {g['n_rows']} | {_fmt(g['spearman'])} | "
                   f"{_fmt(g['mape'], True)} | {_fmt(g['mae'])} | {_fmt(g['coverage'], True)} |"
                   for f in grouped for name, g in f.by_group.items()]
+    composed = [f for f in evaluation.figures if f.by_kind and f.scheme == "leave-one-dataset-out"]
+    if composed:
+        lines += ["", "Where the leave-one-dataset-out error comes from (the same predictions, by kind of run; "
+                  "'share' is the kind's part of the summed error):", "",
+                  "| objective | runs | rows | MAPE | MAE | share of the error |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {f.objective} | {kind} | {k['n_rows']} | {_fmt(k.get('mape'), True)} | {_fmt(k.get('mae'))} | "
+                  f"{100 * k['share']:.0f}% |" for f in composed for kind, k in f.by_kind.items()]
     if evaluation.skipped:
         lines += ["", "Not evaluated: " + "; ".join(evaluation.skipped) + "."]
     if evaluation.noise:

@@ -37,6 +37,7 @@ from advisor.surrogate.model import (
 )
 
 __all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "repeat_noise", "evaluate", "time_to_accuracy", "device_holdout",
+           "error_composition", "SHORT_RUN_S", "LEARNED_MARGIN",
            "training_meta", "model_card"]
 
 SCHEMES = ("leave-one-dataset-out", "leave-one-train-size-out", "leave-one-hardware-out", "random-5-fold")
@@ -58,6 +59,9 @@ class Figures:
         by_group: The same figures for each held-out group alone (``{name: {"n_rows", "spearman",
             "mape", "mae", "coverage"}}``), for the schemes that hold out a named group (a dataset,
             a training size, a device); empty for random folds.
+        by_kind: Where the error comes from (:func:`error_composition`): the figure over kinds of
+            row (``{kind: {"n_rows", "mape" or "mae", "share"}}``, ``share`` being the kind's part
+            of the summed error); empty where the objective has no such split.
     """
 
     objective: str
@@ -69,6 +73,33 @@ class Figures:
     mae: float | None
     coverage: float | None
     by_group: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+#: Runs shorter than this (seconds) are told apart in :func:`error_composition`: their time is
+#: mostly start-up and per-step overhead, and a relative error there is large in seconds that matter little.
+SHORT_RUN_S = 1.0
+#: A run whose test accuracy is within this of chance (1 / classes) did not learn.
+LEARNED_MARGIN = 0.1
+
+
+def error_composition(objective: str, y: np.ndarray, mid: np.ndarray, num_classes: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Where a held-out figure's error comes from: time over runs shorter than :data:`SHORT_RUN_S`
+    and the rest; accuracy over runs that did not learn (within :data:`LEARNED_MARGIN` of chance)
+    and those that did. Empty for memory."""
+    err = np.abs(mid - y)
+    if objective == "train_time_s":
+        err, key = err / y, "mape"
+        kinds = {f"runs under {SHORT_RUN_S:g} s": y < SHORT_RUN_S, f"runs of {SHORT_RUN_S:g} s or more": y >= SHORT_RUN_S}
+    elif objective == "test_accuracy":
+        chance = 1.0 / np.maximum(np.asarray(num_classes, dtype=float), 2.0)
+        failed = y < chance + LEARNED_MARGIN
+        key, kinds = "mae", {"runs that did not learn (within 0.1 of chance)": failed, "runs that learned": ~failed}
+    else:
+        return {}
+    total = float(err.sum()) or 1.0
+    return {name: {"n_rows": int(m.sum()), key: float(err[m].mean()), "share": float(err[m].sum() / total)}
+            for name, m in kinds.items() if m.any()}
 
 
 @dataclass(frozen=True)
@@ -184,11 +215,13 @@ def _scores(objective: str, y: np.ndarray, lo: np.ndarray, mid: np.ndarray, hi: 
 
 
 def _figures(objective: str, scheme: str, y: np.ndarray, lo: np.ndarray, mid: np.ndarray,
-             hi: np.ndarray, n_folds: int, by_group: dict[str, dict[str, Any]] | None = None) -> Figures:
+             hi: np.ndarray, n_folds: int, by_group: dict[str, dict[str, Any]] | None = None,
+             num_classes: np.ndarray | None = None) -> Figures:
     if not len(y):
         return Figures(objective, scheme, 0, n_folds, None, None, None, None)
+    by_kind = error_composition(objective, y, mid, num_classes) if num_classes is not None else {}
     return Figures(objective=objective, scheme=scheme, n_folds=n_folds, by_group=dict(by_group or {}),
-                   **_scores(objective, y, lo, mid, hi))
+                   by_kind=by_kind, **_scores(objective, y, lo, mid, hi))
 
 
 def evaluate(
@@ -229,7 +262,7 @@ def evaluate(
                 skipped.append(f"{objective} / {scheme}: fewer than two groups")
                 continue
             groups, names = grouping
-            ys, los, mids, his = [], [], [], []
+            ys, los, mids, his, classes = [], [], [], [], []
             by_group: dict[str, dict[str, Any]] = {}
             n_folds = 0
             for g in np.unique(groups):
@@ -241,6 +274,8 @@ def evaluate(
                             num_boost_round=num_boost_round, objectives=(objective,), schema=schema)
                 band = model.predict(_subset(picked, test))[objective]
                 ys.append(y_all[test])
+                classes.append(np.array([np.nan if picked["num_classes"][i] is None else float(picked["num_classes"][i])
+                                         for i in test]))
                 los.append(band.lo)
                 mids.append(band.mid)
                 his.append(band.hi)
@@ -251,7 +286,8 @@ def evaluate(
                 skipped.append(f"{objective} / {scheme}: no fold kept {MIN_ROWS} training rows")
                 continue
             figures.append(_figures(objective, scheme, np.concatenate(ys), np.concatenate(los),
-                                    np.concatenate(mids), np.concatenate(his), n_folds, by_group))
+                                    np.concatenate(mids), np.concatenate(his), n_folds, by_group,
+                                    num_classes=np.concatenate(classes)))
     tta: dict[str, Any] = {}
     if "leave-one-dataset-out" in schemes and {"train_time_s", "test_accuracy"} <= set(objectives):
         tta = time_to_accuracy(columns, schema=schema, seed=seed, num_threads=num_threads,
