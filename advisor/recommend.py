@@ -229,12 +229,11 @@ def recommend(
     # ceil(e n0 / n) epochs of the n asked for, about as long, so a bound the e-epoch run at n would
     # break still gets this evidence. Without a bound the e-epoch run at n stays as it was: both would
     # show the same measured accuracy, and the shorter would win on time though the longer learns more.
-    if constraints.max_time_s is not None and to_target is None:
+    elsewhere = measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))
+    if constraints.max_time_s is not None and to_target is None:  # on a GPU too, for the CPU runs standing in
         cands += [Candidate(cfg, OTHER_SIZE, None, model=m.model, accuracy_of=m) for m in measured
                   if id(m) in other_size and m.config.framework in usable
                   and (cfg := same_samples_seen(m, workload.train_samples)) is not None]
-    elsewhere = measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))
-    if constraints.max_time_s is not None and to_target is None:  # on a GPU too
         elsewhere += [(short, got) for cfg, got in elsewhere
                       if (short := same_samples_seen(got, workload.train_samples, cfg)) is not None]
     cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in elsewhere]

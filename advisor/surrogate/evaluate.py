@@ -94,7 +94,8 @@ def error_composition(objective: str, y: np.ndarray, mid: np.ndarray, num_classe
     elif objective == "test_accuracy":
         chance = 1.0 / np.maximum(np.asarray(num_classes, dtype=float), 2.0)
         failed = y < chance + LEARNED_MARGIN
-        key, kinds = "mae", {"runs that did not learn (within 0.1 of chance)": failed, "runs that learned": ~failed}
+        key, kinds = "mae", {f"runs that did not learn (within {LEARNED_MARGIN:g} of chance)": failed,
+                             "runs that learned": ~failed}
     else:
         return {}
     total = float(err.sum()) or 1.0
@@ -263,6 +264,7 @@ def evaluate(
                 continue
             groups, names = grouping
             ys, los, mids, his, classes = [], [], [], [], []
+            num_classes = np.array([np.nan if v is None else float(v) for v in picked["num_classes"]])
             by_group: dict[str, dict[str, Any]] = {}
             n_folds = 0
             for g in np.unique(groups):
@@ -274,8 +276,7 @@ def evaluate(
                             num_boost_round=num_boost_round, objectives=(objective,), schema=schema)
                 band = model.predict(_subset(picked, test))[objective]
                 ys.append(y_all[test])
-                classes.append(np.array([np.nan if picked["num_classes"][i] is None else float(picked["num_classes"][i])
-                                         for i in test]))
+                classes.append(num_classes[test])
                 los.append(band.lo)
                 mids.append(band.mid)
                 his.append(band.hi)
