@@ -42,6 +42,9 @@ class Candidate:
     #: A portfolio recipe's measured record against the obvious default on the matrix's other
     #: datasets (``transfer`` of :func:`advisor._recommend._portfolio.build_portfolio`).
     transfer: dict[str, Any] | None = None
+    #: A run under a time budget: the epochs it is predicted to complete (the median; ``config.epochs``
+    #: is its cap). None: it runs ``config.epochs``.
+    run_epochs: int | None = None
 
 
 def family_key(c: Candidate) -> str:

@@ -51,7 +51,7 @@ from advisor import knowledge
 
 __all__ = ["PORTFOLIO_NAME", "PORTFOLIO_SIZE", "RECIPE_EXCLUDED", "MATRIX_STUDY", "MATRIX_BUDGET_S",
            "build_portfolio", "load_portfolio", "save_portfolio", "recipe_key", "full_size_workloads",
-           "matrix_recipes", "measured_matrix", "matrix_budgets", "record_for", "offered_on", "default_recipe",
+           "matrix_recipes", "measured_matrix", "longest_measured_run", "matrix_budgets", "record_for", "offered_on", "default_recipe",
            "transfer_probability"]
 
 PORTFOLIO_NAME = "portfolio.json"
@@ -104,6 +104,27 @@ def _row_recipe(cols: dict[str, Any], i: int) -> dict[str, Any] | None:
     except Exception:  # noqa: BLE001 - a row this version cannot turn back into a config
         return None
     return _recipe(cfg.to_dict(), str(cols["model"][i]))
+
+
+def longest_measured_run(table: knowledge.Table, recipe: dict[str, Any]) -> int:
+    """The most samples seen (epochs completed x training samples) by any completed run of
+    ``recipe`` in ``table``, on any dataset; 0 where the table never ran it. Flips are left out of
+    the comparison: they are offered per dataset (:func:`offered_on`), the rest of the recipe is not.
+
+    A learning curve read beyond this is the surrogate's extrapolation: its learning-curve prior
+    holds a recipe no worse when it trains longer, which a recipe that overfits as it anneals is not.
+    """
+    cols = table.columns
+    want = recipe_key({k: v for k, v in recipe.items() if k != "augment_flip"})
+    best = 0
+    for i in range(len(table)):
+        if (cols["model"][i] != recipe.get("model") or cols["framework"][i] != recipe.get("framework")
+                or cols["status"][i] != "ok" or not cols["epochs_completed"][i] or not cols["train_samples"][i]):
+            continue
+        r = _row_recipe(cols, i)
+        if r is not None and recipe_key({k: v for k, v in r.items() if k != "augment_flip"}) == want:
+            best = max(best, int(cols["epochs_completed"][i]) * int(cols["train_samples"][i]))
+    return best
 
 
 def matrix_recipes(table: knowledge.Table, *, budget_s: float = MATRIX_BUDGET_S,
