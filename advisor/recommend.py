@@ -39,9 +39,7 @@ from advisor._recommend._baseline import (
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._filling import add_filling_runs, bounded_by_budget
-from advisor._recommend._portfolio import (
-    _recipe, build_portfolio, load_portfolio, longest_measured_run, transfer_probability,
-)
+from advisor._recommend._portfolio import build_portfolio, load_portfolio, transfer_probability
 from advisor._recommend._evidence import (
     EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, own_evidence, widen,
 )
@@ -53,7 +51,7 @@ from advisor._recommend._rules import (
     OTHER_SIZE, TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
-    best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
+    beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
     impossible as _impossible, order as _order, past_cap as _past_cap,
     monotone_over_epochs as _monotone_over_epochs, p_better as _p_better, reachable as _reachable,
     robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
@@ -420,11 +418,9 @@ def recommend(
             # On data the table does not hold, an accuracy read off the learning curve past the
             # longest run the table measured of that recipe is the prior's extrapolation (longer is
             # no worse), which a recipe that overfits as it anneals breaks: it does not displace
-            # the reference (three 300 s answers lost 2-15 points to the default that way).
-            seen = (cands[first].run_epochs or cands[first].config.epochs) * workload.train_samples
-            horizon = longest_measured_run(kb, _recipe(cands[first].config.to_dict(), cands[first].model or workload.model))
-            if seen > horizon:
-                chance, beyond = 0.0, (seen, horizon)
+            # the reference (benchmarks/results/recommend.md: the 300 s answers on derived workloads).
+            beyond = _beyond_measured(cands[first], workload.train_samples, kb, workload.model)
+            chance = 0.0 if beyond is not None else chance
         if chance < SWITCH_CONFIDENCE:
             order = [keep] + [j for j in order if j != keep]
             if beyond is not None:

@@ -851,3 +851,61 @@ def test_the_loops_winner_comes_with_its_command_and_says_when_it_was_cut(
     _print_loop(loop, rec)
     shown = " ".join(capsys.readouterr().out.split())
     assert "--epochs 4" in shown and "the loop cut it" not in shown
+
+
+def test_the_longest_measured_run_of_a_recipe_is_its_most_samples_seen_on_any_dataset(tmp_path: Path) -> None:
+    """Samples seen (epochs completed x training samples) of the recipe's completed runs, on any
+    dataset and whatever their flips (offered per dataset); another learning rate is another recipe,
+    and a failed run saw nothing."""
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._portfolio import _recipe, longest_measured_run
+    from advisor._recommend._rules import beyond_measured
+    from advisor.records import Config
+
+    from _knowledge_rows import make_result
+
+    base = {"framework": "torch", "optimizer": "momentum", "momentum": 0.9, "learning_rate": 0.1, "batch_size": 64, "threads": 1,
+            "schedule": "cosine", "augment_translate": 1}
+    cfg = lambda **kw: Config.from_dict({**base, **kw})  # noqa: E731
+    results = [make_result(cfg(epochs=4), "mnist", train=6_000),
+               make_result(cfg(epochs=2, augment_flip=True), "cifar10", train=30_000),
+               make_result(cfg(epochs=20, learning_rate=0.05), "cifar10", train=30_000),
+               make_result(cfg(epochs=40), "cifar10", train=30_000, status="oom")]
+    rows = [kb.row_from_result(r, CPU_PROFILE) for r in results]
+    for row in rows:  # one model on every dataset, as a recipe's runs are
+        row["model"] = "bn_cnn_w8"
+    kb.write(rows, tmp_path / "t.csv.gz")
+    table = kb.read(tmp_path / "t.csv.gz")
+    recipe = _recipe(cfg(epochs=1).to_dict(), "bn_cnn_w8")
+    assert longest_measured_run(table, recipe) == 2 * 30_000
+    assert longest_measured_run(table, {**recipe, "learning_rate": 0.05}) == 20 * 30_000
+    assert longest_measured_run(table, {**recipe, "learning_rate": 0.3}) == 0
+    assert longest_measured_run(table, {**recipe, "model": "bn_cnn_w16"}) == 0
+    # a run of 3 epochs at 30,000 sees 90,000: past it; a budgeted run counts the epochs it completes
+    over = Candidate(cfg(epochs=3), "portfolio", None, model="bn_cnn_w8")
+    assert beyond_measured(over, 30_000, table, "lenet5") == (90_000, 60_000)
+    within = Candidate(cfg(epochs=30, time_budget_s=60.0), "portfolio", None, model="bn_cnn_w8", run_epochs=2)
+    assert beyond_measured(within, 30_000, table, "lenet5") is None
+    assert beyond_measured(Candidate(cfg(epochs=1), "portfolio", None), 30_000, table, "bn_cnn_w16") == (30_000, 0)
+
+
+def test_on_unmeasured_data_a_pick_past_its_recipes_measured_runs_does_not_displace_the_reference(
+        shipped: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under --max-time on a .npz the table does not hold, an alternative surely better by its
+    bands still does not replace the reference (the robust recipe, or here the obvious default)
+    where its run would see more samples than any measured run of its recipe; within them it does;
+    an accuracy target (runs stop at it) is not held back."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.npz"
+    np.savez(path, x_train=rng.integers(0, 255, (600, 28, 28, 1), dtype=np.uint8), y_train=rng.integers(0, 10, 600),
+             x_test=rng.integers(0, 255, (200, 28, 28, 1), dtype=np.uint8), y_test=rng.integers(0, 10, 200))
+    monkeypatch.setattr(rc, "_p_better", lambda *a, **k: 0.99)  # every alternative surely better
+    monkeypatch.setattr(rc, "_beyond_measured", lambda *a, **k: (10**9, 0))
+    kept = _rec(shipped, str(path), constraints=rc.Constraints(max_time_s=3600.0), top=3)
+    assert kept.choices[0].source == "default" and "1,000,000,000 training samples" in kept.ranking
+    monkeypatch.setattr(rc, "_beyond_measured", lambda *a, **k: None)
+    switched = _rec(shipped, str(path), constraints=rc.Constraints(max_time_s=3600.0), top=3)
+    assert switched.choices[0].source != "default" and "kept first" not in switched.ranking
+    monkeypatch.setattr(rc, "_beyond_measured", lambda *a, **k: (10**9, 0))
+    target = _rec(shipped, str(path), constraints=rc.Constraints(min_accuracy=0.5), top=3, prefer="accurate")
+    assert "measured run of its recipe" not in target.ranking

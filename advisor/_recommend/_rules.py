@@ -13,7 +13,7 @@ from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
-           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "monotone_over_epochs", "p_better", "order",
+           "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "beyond_measured", "monotone_over_epochs", "p_better", "order",
            "best_shots", "best_shot_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
@@ -130,6 +130,22 @@ def past_cap(cands: list[Candidate], t_hi: np.ndarray) -> np.ndarray:
     slower than :data:`BEST_SHOT_CHEAP_S` (``t_hi``: the upper edge of each whole run's time)."""
     return np.array([c.config.epochs > BEST_SHOT_MAX_EPOCHS for c in cands], dtype=bool) & (
         np.asarray(t_hi, dtype=float) > BEST_SHOT_CHEAP_S)
+
+
+def beyond_measured(cand: Candidate, train_samples: int, table: Any, model: str) -> tuple[int, int] | None:
+    """``(samples the run would see, the most any measured run of its recipe saw)`` where the run
+    would see more, else None.
+
+    Past that point, on data the table does not hold, the run's predicted accuracy is the
+    learning-curve prior's extrapolation (:func:`monotone_over_epochs`: longer is no worse), which a
+    recipe that overfits as it anneals breaks, so it is no evidence that the run beats the
+    reference. A run under a time budget counts the epochs it is predicted to complete.
+    """
+    from advisor._recommend._portfolio import _recipe, longest_measured_run
+
+    seen = int(cand.run_epochs or cand.config.epochs) * int(train_samples)
+    horizon = longest_measured_run(table, _recipe(cand.config.to_dict(), cand.model or model))
+    return (seen, horizon) if seen > horizon else None
 
 
 def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float | None], *,
