@@ -415,10 +415,8 @@ def recommend(
         beyond = None
         if chance >= SWITCH_CONFIDENCE and not by_time and not (is_measured | acc_measured).any() \
                 and constraints.max_time_s is not None and to_target is None:
-            # On data the table does not hold, an accuracy read off the learning curve past the
-            # longest run the table measured of that recipe is the prior's extrapolation (longer is
-            # no worse), which a recipe that overfits as it anneals breaks: it does not displace
-            # the reference (benchmarks/results/recommend.md: the 300 s answers on derived workloads).
+            # On data the table does not hold, a run longer than any measured of its recipe gains
+            # only by the curve prior's assumption (see _beyond_measured): it keeps the reference.
             beyond = _beyond_measured(cands[first], workload.train_samples, kb, workload.model)
             chance = 0.0 if beyond is not None else chance
         if chance < SWITCH_CONFIDENCE:

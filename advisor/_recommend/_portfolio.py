@@ -110,9 +110,7 @@ def longest_measured_run(table: knowledge.Table, recipe: dict[str, Any]) -> int:
     """The most samples seen (epochs completed x training samples) by any completed run of
     ``recipe`` in ``table``, on any dataset; 0 where the table never ran it. Flips are left out of
     the comparison: they are offered per dataset (:func:`offered_on`), the rest of the recipe is not.
-
-    A learning curve read beyond this is the surrogate's extrapolation: its learning-curve prior
-    holds a recipe no worse when it trains longer, which a recipe that overfits as it anneals is not.
+    How far a curve read off the surrogate is evidence (:func:`advisor._recommend._rules.beyond_measured`).
     """
     cols = table.columns
     want = recipe_key({k: v for k, v in recipe.items() if k != "augment_flip"})
