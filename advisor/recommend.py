@@ -297,6 +297,7 @@ def recommend(
         cands, x, fits = add_filling_runs(cands, x, fits, t, a, m, constraints.max_time_s)
     is_measured = np.array([c.measured is not None for c in cands])
     acc_measured = np.array([c.accuracy_of is not None for c in cands])
+    evidence_here = bool((is_measured | acc_measured).any())  # measured on this workload (any device)
     ceiling = accuracy_ceiling(kb, workload)
     if ceiling is not None:
         _cap_at_ceiling(a, ~is_measured & ~acc_measured, ceiling, MEASURED_ACCURACY_NOISE)
@@ -332,7 +333,7 @@ def recommend(
             if not eligible.any():
                 eligible = _unsure_eligible(p, trusted)
                 confidence, unsure, shown = UNSURE_FLOOR, True, int(eligible.sum())
-                if not (is_measured | acc_measured).any():  # no evidence here: measured records elsewhere count
+                if not evidence_here:  # no evidence here: measured records elsewhere count
                     eligible = _robust_beside_default(eligible, cands, [transfer_probability(c.transfer) for c in cands])
                 if eligible.any():  # else the request is refused, or answered with best shots (below)
                     notes.append(f"No configuration meets the constraints with {CONFIDENCE:.0%} confidence; the choices "
@@ -393,7 +394,7 @@ def recommend(
     # the measured matrix's other datasets (likely enough to beat it here too) is the robust choice
     # in the default's place; where the workload was measured, its measurements decide.
     beats = {i: transfer_probability(cands[i].transfer) for i in order}
-    robust = [] if (is_measured | acc_measured).any() else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
+    robust = [] if evidence_here else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
     # Where no candidate is likely to reach an accuracy target, what counts is reaching it at all:
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
     reach = accuracy_only and (unsure or best_shot)
@@ -413,7 +414,7 @@ def recommend(
                       if by_time else
                       _p_better(a, first, keep, log=False, lower=False, pair_width=paired(first, keep, "test_accuracy")))
         beyond = None
-        if chance >= SWITCH_CONFIDENCE and not by_time and not (is_measured | acc_measured).any() \
+        if chance >= SWITCH_CONFIDENCE and not by_time and not evidence_here \
                 and constraints.max_time_s is not None and to_target is None:
             # On data the table does not hold, a run longer than any measured of its recipe gains
             # only by the curve prior's assumption (see _beyond_measured): it keeps the reference.

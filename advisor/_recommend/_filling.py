@@ -96,7 +96,7 @@ def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray
         acc = (got[0], got[1], got[2])
         base = cands[near]
         config = dataclasses.replace(base.config, epochs=most, time_budget_s=float(max_time_s))
-        out.append(Candidate(config, base.source, None, model=base.model, transfer=base.transfer, run_epochs=max(mid, 1)))
+        out.append(Candidate(config, base.source, None, model=base.model, transfer=base.transfer, run_epochs=mid))
         bases.append(near)
         ends = [_run_end(max_time_s, per[q], fit[q], cap) for q in range(3)]
         bands[0].append([min(e[0] for e in ends), ends[1][1], max(e[2] for e in ends)])
