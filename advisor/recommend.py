@@ -35,7 +35,7 @@ from advisor._recommend._candidates import (
 )
 from advisor._recommend._baseline import (
     EPOCH_GRID, MEASURED_ACCURACY_NOISE, accuracy_ceiling, measured_configs, measured_elsewhere, obvious_default,
-    same_samples_seen, same_workload_rows,
+    is_obvious_default, same_samples_seen, same_workload_rows, with_own_trials,
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._filling import add_filling_runs, bounded_by_budget
@@ -131,6 +131,7 @@ def recommend(
     seed: int = 0,
     profile: HardwareProfile | None = None,
     on_progress: Callable[[str], None] | None = None,
+    own_table: str | Path | None = None,
 ) -> Recommendation:
     """Recommend the best configurations for a workload on a hardware target.
 
@@ -152,6 +153,10 @@ def recommend(
         seed: Seed of the candidate draw.
         profile: Hardware profile of the target machine (default: this machine).
         on_progress: Called with a line before slow steps (fitting a surrogate on ``table``).
+        own_table: The user's own knowledge base (the CLI passes
+            :func:`advisor.knowledge.user_knowledge_path`): its trials of this workload and hardware
+            are measured candidates too, and their runs are evidence lines; a missing file adds
+            nothing, an unreadable one a warning.
 
     Returns:
         A :class:`Recommendation`; its choices are predictions, never measurements.
@@ -178,6 +183,10 @@ def recommend(
         target = dataclasses.replace(target, gpu_model=device.name)  # 'h200' and 'NVIDIA H200' are one GPU
     kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
     mismatch = bool(notes)  # the loader's notes say the model was fitted on another table
+    # The user's own runs of this dataset join the table's as measured evidence (not as training rows).
+    evidence_kb, own_ids, problem = with_own_trials(kb, own_table, workload)
+    if problem:
+        notes.append(problem)
     physics = device  # the requested GPU's row: its roofline bounds every GPU answer
     if device is not None and sum(k == "gpu" and s == "ok" and g == device.name for k, s, g in zip(
             kb["device_kind"], kb["status"], kb["gpu_model"])) >= MIN_GPU_TRIALS:
@@ -216,7 +225,7 @@ def recommend(
     # more than the minimum: those runs go on.
     accuracy_only = constraints.min_accuracy is not None and constraints.max_time_s is None
     to_target = constraints.min_accuracy if accuracy_only and prefer == "fast" else None
-    measured = measured_configs(kb, same_workload_rows(kb, workload, target), models=evidence_models,
+    measured = measured_configs(evidence_kb, same_workload_rows(evidence_kb, workload, target), models=evidence_models,
                                 stop_at=to_target)
     # Where the workload's full size was never measured, runs of the largest measured size stand
     # in for it (same_workload_rows): their accuracy is evidence (more data rarely lowers it),
@@ -229,7 +238,7 @@ def recommend(
     # ceil(e n0 / n) epochs of the n asked for, about as long, so a bound the e-epoch run at n would
     # break still gets this evidence. Without a bound the e-epoch run at n stays as it was: both would
     # show the same measured accuracy, and the shorter would win on time though the longer learns more.
-    elsewhere = measured_elsewhere(kb, workload, target, models=evidence_models, frameworks=set(usable))
+    elsewhere = measured_elsewhere(evidence_kb, workload, target, models=evidence_models, frameworks=set(usable))
     if constraints.max_time_s is not None and to_target is None:  # on a GPU too, for the CPU runs standing in
         cands += [Candidate(cfg, OTHER_SIZE, None, model=m.model, accuracy_of=m) for m in measured
                   if id(m) in other_size and m.config.framework in usable
@@ -238,6 +247,11 @@ def recommend(
                       if (short := same_samples_seen(got, workload.train_samples, cfg)) is not None]
     cands += [Candidate(cfg, "measured on cpu", None, model=got.model, accuracy_of=got) for cfg, got in elsewhere]
     cands = unique(cands)
+    own_used = sorted({tid for c in cands for got in (c.measured, c.accuracy_of) if got is not None
+                       for tid in got.trial_ids if tid in own_ids})
+    if own_used:
+        notes.append(f"{len(own_used)} of your own runs of this workload (in {own_table}) are candidates with their "
+                     f"measured values (--no-own-trials leaves them out).")
     sizes = sorted({got.train_samples for c in cands for got in (c.measured, c.accuracy_of)
                     if got is not None and got.train_samples and got.train_samples != workload.train_samples})
     if sizes:
@@ -254,7 +268,7 @@ def recommend(
     pred = surrogate.predict_matrix(x if device is None else encode_candidates(
         cands, workload, view, surrogate, overrides=view_overrides))
     t_band, a_band, m_band = pred["train_time_s"], pred["test_accuracy"], pred["peak_memory_mb"]
-    reasons = extrapolation(kb, workload, target)
+    reasons = extrapolation(kb, workload, target, own_runs=len(own_ids))
     level_unknown = any(k in r for r in reasons for k in ACCURACY_LEVEL_REASONS)  # data the table does not hold
     known = surrogate.meta.get("workloads")
     new_workload = None
@@ -297,7 +311,11 @@ def recommend(
         cands, x, fits = add_filling_runs(cands, x, fits, t, a, m, constraints.max_time_s)
     is_measured = np.array([c.measured is not None for c in cands])
     acc_measured = np.array([c.accuracy_of is not None for c in cands])
-    evidence_here = bool((is_measured | acc_measured).any())  # measured on this workload (any device)
+    # Measured on this workload (any device) by the table: the user's own runs alone are candidates
+    # with their measured values, but the rules for data the table does not hold still apply.
+    own_only = np.array([(got := c.measured or c.accuracy_of) is not None and set(got.trial_ids) <= own_ids
+                         for c in cands], dtype=bool)
+    evidence_here = bool(((is_measured | acc_measured) & ~own_only).any())
     ceiling = accuracy_ceiling(kb, workload)
     if ceiling is not None:
         _cap_at_ceiling(a, ~is_measured & ~acc_measured, ceiling, MEASURED_ACCURACY_NOISE)
@@ -306,9 +324,14 @@ def recommend(
         whole = times_to_target(cands, np.flatnonzero(~is_measured & ~acc_measured & (a[2] >= to_target)), t, a,
                                 a_band, to_target, surrogate, lambda cs, read: encode_candidates(
                                     cs, workload, view, surrogate, overrides=view_overrides, reading=read))
+    p = probability(constraints, tuple(t), tuple(a), tuple(m), time_bounded=None if constraints.max_time_s is None
+                    else bounded_by_budget(cands, t[2], constraints.max_time_s))
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
-    # on its band's conservative side (the default and the portfolio included).
-    trusted = is_measured if is_measured.any() else np.array([c.source in TRUSTED_SOURCES for c in cands])
+    # on its band's conservative side (the default and the portfolio included). The user's own runs
+    # count so where one of them answers the question; runs that do not (another time bound) leave
+    # the answer as it is without them.
+    first = (is_measured & ~own_only).any() or (is_measured & own_only & (p >= CONFIDENCE)).any()
+    trusted = is_measured if first else np.array([c.source in TRUSTED_SOURCES for c in cands])
     # Rank on the band's conservative side, except for trusted candidates (measured here, the
     # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
     # predicted medians is the optimizer's curse. An accuracy measured on another device counts as
@@ -317,8 +340,6 @@ def recommend(
     trusted = trusted | acc_measured
     a_c = np.where(trusted, a[1], a[0])
     m_c = np.where(trusted, m[1], m[2])
-    p = probability(constraints, tuple(t), tuple(a), tuple(m), time_bounded=None if constraints.max_time_s is None
-                    else bounded_by_budget(cands, t[2], constraints.max_time_s))
     has_bounds = any(v is not None for v in (constraints.max_time_s, constraints.min_accuracy,
                                               constraints.max_memory_mb))
     confidence = None
@@ -389,7 +410,9 @@ def recommend(
         value = (surrogate.meta.get("pair_offsets_new_dataset") or {}).get(objective)
         return None if value is None else float(value)
 
-    baseline_idx = [i for i in order if cands[i].source == "default"]
+    # the obvious default, or a measured run of it (its row then shows the measurement)
+    baseline_idx = [i for i in order if cands[i].source == "default" or (
+        cands[i].measured is not None and cands[i].model == workload.model and is_obvious_default(cands[i].config, target))]
     # On a workload the table has not measured, a portfolio recipe that beat the obvious default on
     # the measured matrix's other datasets (likely enough to beat it here too) is the robust choice
     # in the default's place; where the workload was measured, its measurements decide.
@@ -439,11 +462,11 @@ def recommend(
         defaults = np.array([c.source == "default" for c in cands])
         pool = np.flatnonzero(defaults)
         baseline_idx = [int(pool[np.argmax(p[pool] + 1e-3 * a[1][pool])])] if len(pool) else []
-    space = TrialSpace(surrogate, kb)
+    space = TrialSpace(surrogate, evidence_kb)
     # Evidence comes from this dataset, or, when the table has none of it, from the measured one
     # nearest it by meta-features.
     evidence_dataset = workload.dataset
-    if workload.dataset not in set(kb["dataset_name"]):
+    if workload.dataset not in set(evidence_kb["dataset_name"]):
         near = nearest_dataset(kb, workload)
         evidence_dataset = near[0] if near is not None else workload.dataset
 
@@ -462,8 +485,8 @@ def recommend(
         got = cand.measured or cand.accuracy_of
         size = got.train_samples if got is not None and got.train_samples != workload.train_samples else None
         epochs = got.config.epochs if size and got.config.epochs != cand.config.epochs else None
-        evidence = (own_evidence(kb, cand.measured) if cand.measured is not None else
-                    nearest_trials(space, kb, x[i], cand.config.framework, EVIDENCE_K,
+        evidence = (own_evidence(evidence_kb, cand.measured) if cand.measured is not None else
+                    nearest_trials(space, evidence_kb, x[i], cand.config.framework, EVIDENCE_K,
                                    device_kind=target.device_kind, dataset=evidence_dataset))
         return Choice(
             rank=rank_, framework=cand.config.framework, source=cand.source,
@@ -487,6 +510,7 @@ def recommend(
         extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
         table=str(kb.path), model_dir=model_where, table_mismatch=mismatch, new_workload=new_workload,
         baseline=baseline, ranking=how, confidence=confidence,
+        own_table=str(own_table) if own_table is not None else None, own_trials=tuple(own_used),
     )
 
 

@@ -9,7 +9,9 @@
   "fastest to 99%" or "best within 5 minutes" then chooses the run length too.
 - **Measured configurations**: trials of the same dataset, training size, device kind (and, on a
   CPU, the same hardware profile) in the knowledge base are candidates with their measured values
-  (median of repeats, spread shown).
+  (median of repeats, spread shown). The user's own knowledge base (trials of ``--verify``,
+  ``--budget`` and ``advisor knowledge merge``) adds its runs of the workload to them
+  (:func:`with_own_trials`), so a run measured once answers the next question as measured.
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from advisor import knowledge
 from advisor._recommend._workload import Target, WorkloadInfo
+from advisor.errors import KnowledgeBaseError
 from advisor.records import Config
 
 __all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows",
            "time_to_accuracy", "accuracy_noise",
-           "accuracy_ceiling", "CEILING_MIN_TRIALS", "measured_elsewhere", "same_samples_seen"]
+           "accuracy_ceiling", "CEILING_MIN_TRIALS", "measured_elsewhere", "same_samples_seen", "with_own_trials",
+           "is_obvious_default"]
 
 #: What a user would run without advice (besides the framework and the model).
 OBVIOUS_DEFAULT: dict[str, Any] = {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": 128, "schedule": "constant"}
@@ -53,6 +58,14 @@ def obvious_default(framework: str, target: Target, epochs: int) -> Config:
     return Config(framework=framework, epochs=epochs, threads=threads, device=device, **OBVIOUS_DEFAULT)
 
 
+def is_obvious_default(config: Config, target: Target) -> bool:
+    """Whether ``config`` is the obvious default on ``target`` at some run length (its epochs, time
+    budget, stop and seed aside): a measured run of it is the default, measured."""
+    return config == dataclasses.replace(obvious_default(config.framework, target, config.epochs),
+                                         time_budget_s=config.time_budget_s, seed=config.seed,
+                                         stop_at_accuracy=config.stop_at_accuracy)
+
+
 @dataclass(frozen=True)
 class Measured:
     """A configuration measured on the very workload: medians, ranges and how many runs."""
@@ -67,6 +80,34 @@ class Measured:
     #: The training samples its runs used (the largest measured size stands in for a full size
     #: that was never measured, see :func:`same_workload_rows`); 0 when unknown.
     train_samples: int = 0
+
+
+def with_own_trials(table: knowledge.Table, own: str | Path | None, workload: WorkloadInfo,
+                    ) -> tuple[knowledge.Table, frozenset[str], str | None]:
+    """``table`` with the rows of the user's own knowledge base ``own`` that ran this workload's
+    dataset (on any device) appended, for measured evidence only (the surrogate is not refitted).
+
+    Rows whose trial id ``table`` already holds are left out (a user who merged the shipped table
+    into theirs counts each run once).
+
+    Returns:
+        ``(table, own_ids, problem)``: the table to read evidence from, the trial ids it took from
+        ``own``, and a one-line reason when ``own`` could not be read (then ``table`` unchanged).
+        A missing file is no problem: nothing was measured yet.
+    """
+    if own is None or not Path(own).exists():
+        return table, frozenset(), None
+    try:
+        mine = knowledge.read(own)
+    except (KnowledgeBaseError, OSError) as exc:
+        return table, frozenset(), f"your knowledge base {own} was not read ({exc}); only the table's trials are evidence."
+    have = set(table["trial_id"])
+    rows = [i for i, (d, tid) in enumerate(zip(mine["dataset_name"], mine["trial_id"]))
+            if d == workload.dataset and tid not in have]
+    if not rows:
+        return table, frozenset(), None
+    cols = {name: list(values) + [mine.columns[name][i] for i in rows] for name, values in table.columns.items()}
+    return knowledge.Table(cols, table.path), frozenset(str(mine["trial_id"][i]) for i in rows), None
 
 
 def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target | None) -> list[int]:

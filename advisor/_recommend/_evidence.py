@@ -129,8 +129,12 @@ def nearest_dataset(table: knowledge.Table, workload: WorkloadInfo) -> tuple[str
     return best
 
 
-def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target) -> list[str]:
-    """Why a recommendation for ``workload`` on ``target`` extrapolates from ``table`` (empty: it does not)."""
+def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target, *, own_runs: int = 0) -> list[str]:
+    """Why a recommendation for ``workload`` on ``target`` extrapolates from ``table`` (empty: it does not).
+
+    ``own_runs``: the user's own runs of the dataset (not in ``table``, so the model was not fitted
+    on them); they are the evidence cited, not a measured dataset nearby.
+    """
     ok = [i for i, s in enumerate(table["status"]) if s == "ok"]
     kinds = {table["device_kind"][i] for i in ok}
     reasons = []
@@ -159,11 +163,14 @@ def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target
     elif workload.dataset not in {table["dataset_name"][i] for i in ok}:
         # Data of a measured kind, but not this dataset: how hard it is (its accuracy level) is
         # predicted from the others, with the held-out error the model card reports.
-        near_name = nearest_dataset(table, workload)
+        near_name = None if own_runs else nearest_dataset(table, workload)
         cited = f"; evidence is cited from {near_name[0]}, the nearest measured dataset by meta-features " \
                 f"(distance {near_name[1]:g})" if near_name else ""
-        reasons.append(f"no measured trials on {workload.dataset} itself: its accuracy level is predicted from "
-                       f"other datasets of its kind (see the model card's leave-one-dataset-out error){cited}")
+        if own_runs:
+            cited = (f"; your own {own_runs} run{'s' if own_runs > 1 else ''} of it are the evidence cited, and those "
+                     f"that answer the question are candidates as measured (the model was not fitted on them)")
+        reasons.append(f"no measured trials on {workload.dataset} itself: its accuracy level is predicted "
+                       f"from other datasets of its kind (see the model card's leave-one-dataset-out error){cited}")
     sizes = [table["train_samples"][i] for i in ok if table["train_samples"][i]]
     if sizes and not (min(sizes) / 4 <= workload.train_samples <= max(sizes) * 4):
         reasons.append(f"{workload.train_samples} training samples is far outside the measured "

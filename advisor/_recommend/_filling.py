@@ -53,9 +53,11 @@ def _run_end(max_time_s: float, per: float, fit: int, cap: int) -> tuple[float, 
 
 def bounded_by_budget(cands: list[Candidate], hi: np.ndarray, max_time_s: float) -> np.ndarray:
     """Rows whose time cannot exceed ``max_time_s``: runs under a budget of at most it, whose band's
-    slow edge fits one epoch in it (the run stops itself before the bound)."""
+    slow edge fits one epoch in it (the run stops itself before the bound), or that were measured
+    within it (a measured run's band is its repeat noise, not a doubt that it stops)."""
     budgets = np.array([c.config.time_budget_s or math.inf for c in cands], dtype=float)
-    return (budgets <= max_time_s) & (np.asarray(hi) <= max_time_s)
+    within = np.array([c.measured is not None and c.measured.time_s[1] <= max_time_s for c in cands], dtype=bool)
+    return (budgets <= max_time_s) & ((np.asarray(hi) <= max_time_s) | within)
 
 
 def filling_runs(cands: list[Candidate], t: list[np.ndarray], a: list[np.ndarray], m: list[np.ndarray],

@@ -110,6 +110,10 @@ class Recommendation:
     ranking: str = ""
     #: Probability threshold the choices meet (the constraints' confidence), when there are constraints.
     confidence: float | None = None
+    #: The user's own knowledge base read for measured evidence (None: not read), and the ids of its
+    #: trials that are evidence in this answer.
+    own_table: str | None = None
+    own_trials: tuple[str, ...] = ()
 
     def command(self, choice: Choice, *, data_dir: str | None = None) -> str:
         """The ``advisor measure`` command that runs ``choice`` on this workload, as one line."""

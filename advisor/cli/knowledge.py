@@ -104,15 +104,22 @@ def _counts_table(title: str, counts: dict[str, Any]) -> Table:
 @knowledge_app.command("info")
 @user_errors
 def info_command(
-    file: Annotated[Path, typer.Argument(help="A knowledge-base table (.csv.gz).")],
+    file: Annotated[Optional[Path], typer.Argument(
+        help="A knowledge-base table (.csv.gz); default your own (what --verify and --budget wrote).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Row counts by status, framework, dataset, training size and device kind.
 
     Example: advisor knowledge info surrogate/knowledge.csv.gz --json
+
+    Example: advisor knowledge info   (your own knowledge base, and where it is)
     """
     from advisor import knowledge
 
+    if file is None:
+        file = knowledge.user_knowledge_path()
+        if not file.exists():
+            fail(f"Your knowledge base {file} does not exist yet: advisor recommend --verify N or --budget T writes it.")
     summary = knowledge.summarize(knowledge.read(file))
     if as_json:
         print_json(summary)

@@ -304,6 +304,9 @@ def recommend_command(
     table: Annotated[Optional[Path], typer.Option("--table", help="Knowledge base (default: the shipped one); "
                                                   "without --model-dir a surrogate is fitted on it.")] = None,
     model_dir: Annotated[Optional[Path], typer.Option("--model-dir", help="Surrogate model folder (default: shipped).")] = None,
+    own_trials: Annotated[bool, typer.Option(
+        "--own-trials/--no-own-trials", help="Count the runs of this workload in your knowledge base (what --verify "
+        "and --budget measured; 'advisor knowledge info' shows it) as measured candidates.")] = True,
     verify: Annotated[int, typer.Option("--verify", min=0, help="Run the top N for real and compare.")] = 0,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Dataset files for --verify and --budget; the answer is for the training images they hold.")] = None,
     candidates: Annotated[int, typer.Option("--candidates", min=10, max=20000,
@@ -317,6 +320,7 @@ def recommend_command(
 
     Example: advisor recommend --dataset mnist --cpu --target-accuracy 99% --budget 120s --data-dir data/mnist
     """
+    from advisor import knowledge
     from advisor import recommend as rc
 
     if target_accuracy and min_accuracy:
@@ -346,6 +350,7 @@ def recommend_command(
             dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
             cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=pool, table=table,
             model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
+            own_table=knowledge.user_knowledge_path() if own_trials else None,
         )
     except ConstraintError as exc:
         if not target_accuracy:

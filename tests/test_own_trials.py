@@ -1,0 +1,145 @@
+"""The user's own knowledge base as evidence: what --verify and --budget measured on the user's data
+answers the next question as measured, and leaves questions it does not answer as they were."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import advisor.knowledge as kb
+from advisor import recommend as rc
+from advisor._recommend._baseline import is_obvious_default, obvious_default, with_own_trials
+from advisor.cli import app
+from advisor.records import Config
+
+from _knowledge_rows import CPU_PROFILE, fitted_table, make_result
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """TEST DATA: constructed trials (see _knowledge_rows) and a model with its portfolio."""
+    return fitted_table(tmp_path_factory.mktemp("own"), 240, seed=5, rounds=60, portfolio=True)
+
+
+@pytest.fixture()
+def npz(tmp_path: Path) -> str:
+    """A user's own dataset: MNIST-shaped images no trial of the table ran on."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.npz"
+    np.savez(path, x_train=rng.integers(0, 255, (600, 28, 28, 1), dtype=np.uint8), y_train=rng.integers(0, 10, 600),
+             x_test=rng.integers(0, 255, (200, 28, 28, 1), dtype=np.uint8), y_test=rng.integers(0, 10, 200))
+    return rc.describe_workload(str(path)).dataset
+
+
+def _run(cfg: Config, dataset: str, trial_id: str, *, seconds: float, accuracy: float) -> dict[str, Any]:
+    """A row as a run of ``cfg`` on the user's ``dataset`` (this profile, 600 training images) records it."""
+    row = kb.row_from_result(make_result(cfg, "mnist"), CPU_PROFILE)
+    row.update(trial_id=trial_id, dataset_name=dataset, train_samples=600, test_samples=200, model="lenet5",
+               train_time_s=seconds, test_accuracy=accuracy)
+    return row
+
+
+def _rec(shipped: tuple[Path, Path], dataset: str, **kwargs: Any) -> rc.Recommendation:
+    return rc.recommend(dataset, table=shipped[0], model_dir=shipped[1], profile=CPU_PROFILE,
+                        candidates_per_framework=100, cores=1, **kwargs)
+
+
+def _mine(tmp_path: Path, rows: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "home" / "knowledge.csv.gz"
+    path.parent.mkdir(exist_ok=True)
+    kb.write(rows, path)
+    return path
+
+
+def test_own_rows_of_the_dataset_join_the_table_once_and_an_unreadable_file_is_a_line(
+        shipped: tuple[Path, Path], npz: str, tmp_path: Path) -> None:
+    table = kb.read(shipped[0])
+    workload = rc.describe_workload(npz)
+    assert with_own_trials(table, tmp_path / "absent.csv.gz", workload) == (table, frozenset(), None)
+    cfg = Config.from_dict({"framework": "torch", "epochs": 2, "threads": 1})
+    other = _run(cfg, "digits", "theirs-1", seconds=1.0, accuracy=0.9)
+    known = {**table.rows[0]}  # a run the table holds already (a user who merged it into theirs)
+    path = _mine(tmp_path, [_run(cfg, npz, "mine-1", seconds=5.0, accuracy=0.8), other, known])
+    joined, ids, problem = with_own_trials(table, path, workload)
+    assert problem is None and ids == frozenset({"mine-1"})
+    assert len(joined) == len(table) + 1 and joined["trial_id"][-1] == "mine-1"
+    assert len(table) == len(kb.read(shipped[0]))  # the table itself is not changed
+    broken = tmp_path / "broken.csv.gz"
+    broken.write_bytes(b"not a gzip file")
+    same, ids, problem = with_own_trials(table, broken, workload)
+    assert same is table and not ids
+    assert problem is not None and str(broken) in problem and "\n" not in problem
+
+
+def test_a_run_of_the_users_that_answers_the_question_is_the_answer_with_the_default_measured(
+        shipped: tuple[Path, Path], npz: str, tmp_path: Path) -> None:
+    ask = rc.Constraints(max_time_s=60)
+    before = _rec(shipped, npz, constraints=ask, top=3)
+    assert all(c.basis == "predicted" for c in before.choices) and not before.own_trials
+    target = rc.resolve_target("cpu", cores=1, profile=CPU_PROFILE)
+    theirs = dataclasses.replace(Config.from_dict(before.choices[-1].config), time_budget_s=60.0)
+    default = dataclasses.replace(obvious_default("torch", target, 20), time_budget_s=60.0)
+    assert is_obvious_default(default, target) and not is_obvious_default(theirs, target)
+    path = _mine(tmp_path, [_run(theirs, npz, "mine-pick", seconds=58.0, accuracy=0.97),
+                            _run(default, npz, "mine-default", seconds=57.0, accuracy=0.61)])
+    after = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
+    first = after.choices[0]
+    assert first.basis == "measured" and first.accuracy.mid == pytest.approx(0.97)
+    assert Config.from_dict(first.config) == theirs
+    assert [e.trial_id for e in first.evidence] == ["mine-pick"]
+    assert after.baseline is not None and after.baseline.basis == "measured"
+    assert after.baseline.accuracy.mid == pytest.approx(0.61)
+    assert set(after.own_trials) == {"mine-pick", "mine-default"}
+    assert any("2 of your own runs" in w and str(path) in w for w in after.warnings)
+    assert any("your own 2 runs of it are the evidence cited" in r for r in after.reasons)
+    # The same file left out: the answer of the table alone.
+    again = _rec(shipped, npz, constraints=ask, top=3)
+    assert [c.config for c in again.choices] == [c.config for c in before.choices]
+
+
+def test_own_runs_that_do_not_answer_the_question_leave_the_answer_as_it_was(
+        shipped: tuple[Path, Path], npz: str, tmp_path: Path) -> None:
+    ask = rc.Constraints(max_time_s=15)  # the runs below took about a minute
+    before = _rec(shipped, npz, constraints=ask, top=3)
+    target = rc.resolve_target("cpu", cores=1, profile=CPU_PROFILE)
+    slow = dataclasses.replace(obvious_default("torch", target, 20), time_budget_s=60.0)
+    path = _mine(tmp_path, [_run(slow, npz, "mine-slow", seconds=58.0, accuracy=0.99)])
+    after = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
+    assert [(c.config, c.source) for c in after.choices] == [(c.config, c.source) for c in before.choices]
+    assert after.own_trials == ("mine-slow",)  # a candidate, as measured, that does not meet the bound
+
+
+def test_the_cli_reads_your_knowledge_base_unless_told_not_to(shipped: tuple[Path, Path], npz: str) -> None:
+    here = rc.resolve_target("cpu", cores=1)  # this machine, as the CLI sees it
+    own = kb.user_knowledge_path()  # under this test's ADVISOR_HOME (conftest)
+    missing = runner.invoke(app, ["knowledge", "info"])
+    assert missing.exit_code == 1 and str(own) in missing.output and "--verify" in missing.output
+    default = dataclasses.replace(obvious_default("torch", here, 20), time_budget_s=60.0)
+    row = _run(default, npz, "mine-default", seconds=57.0, accuracy=0.999)
+    row["hardware_id"] = here.hardware_id
+    own.parent.mkdir(parents=True, exist_ok=True)
+    kb.write([row], own)
+    argv = ["recommend", "--dataset", npz, "--cpu", "--cores", "1", "--max-time", "60", "--table", str(shipped[0]),
+            "--model-dir", str(shipped[1]), "--candidates", "100", "--json"]
+    with_own = runner.invoke(app, argv)
+    assert with_own.exit_code == 0, with_own.output
+    data = json.loads(with_own.stdout)
+    assert data["own_table"] == str(own) and data["own_trials"] == ["mine-default"]
+    assert data["choices"][0]["basis"] == "measured" and data["baseline"]["basis"] == "measured"
+    without = runner.invoke(app, argv + ["--no-own-trials"])
+    assert without.exit_code == 0, without.output
+    data = json.loads(without.stdout)
+    assert data["own_table"] is None and not data["own_trials"] and data["choices"][0]["basis"] == "predicted"
+    info = runner.invoke(app, ["knowledge", "info", "--json"])
+    assert info.exit_code == 0 and json.loads(info.stdout)["rows"] == 1
+    with gzip.open(own, "rt") as handle:  # answering did not write to it
+        assert handle.read().count("mine-default") == 1
