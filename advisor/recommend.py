@@ -48,7 +48,7 @@ from advisor._recommend._device import CPU_VIEW
 from advisor._recommend._device import device_figures as _device_figures
 from advisor._recommend._rules import (
     ACCURACY_LEVEL_REASONS, BEST_SHOT_MAX_EPOCHS, BEST_SHOT_TIE, EXPLORATORY_CONFIDENCE, HARDWARE_REASONS, SWITCH_CONFIDENCE,
-    OTHER_SIZE, TRUSTED_SOURCES, UNSURE_FLOOR,
+    OTHER_SIZE, OWN_RUN_FILLS, TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
     beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
@@ -328,9 +328,14 @@ def recommend(
                     else bounded_by_budget(cands, t[2], constraints.max_time_s))
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
     # on its band's conservative side (the default and the portfolio included). The user's own runs
-    # count so where one of them answers the question; runs that do not (another time bound) leave
-    # the answer as it is without them.
-    first = (is_measured & ~own_only).any() or (is_measured & own_only & (p >= CONFIDENCE)).any()
+    # count so where one of them answers the question as asked: it meets the constraints and, under
+    # a time bound, used most of it (a run of the closed loop cut to a few epochs is evidence of a
+    # shorter run, not of the best within the bound). Others are candidates beside the trusted
+    # recipes, ranked on their measurements as those are on their medians.
+    filled = np.array([c.measured is not None and (constraints.max_time_s is None
+                                                   or c.measured.time_s[1] >= OWN_RUN_FILLS * constraints.max_time_s)
+                       for c in cands], dtype=bool)
+    first = (is_measured & ~own_only).any() or (is_measured & own_only & filled & (p >= CONFIDENCE)).any()
     trusted = is_measured if first else np.array([c.source in TRUSTED_SOURCES for c in cands])
     # Rank on the band's conservative side, except for trusted candidates (measured here, the
     # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
@@ -410,9 +415,10 @@ def recommend(
         value = (surrogate.meta.get("pair_offsets_new_dataset") or {}).get(objective)
         return None if value is None else float(value)
 
-    # the obvious default, or a measured run of it (its row then shows the measurement)
+    # the obvious default, or a measured run of it as the question would run it (its row then shows
+    # the measurement; under a time bound, a run that used most of it)
     baseline_idx = [i for i in order if cands[i].source == "default" or (
-        cands[i].measured is not None and cands[i].model == workload.model and is_obvious_default(cands[i].config, target))]
+        filled[i] and cands[i].model == workload.model and is_obvious_default(cands[i].config, target))]
     # On a workload the table has not measured, a portfolio recipe that beat the obvious default on
     # the measured matrix's other datasets (likely enough to beat it here too) is the robust choice
     # in the default's place; where the workload was measured, its measurements decide.

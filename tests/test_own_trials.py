@@ -118,6 +118,27 @@ def test_own_runs_that_do_not_answer_the_question_leave_the_answer_as_it_was(
     assert after.own_trials == ("mine-slow",)  # a candidate, as measured, that does not meet the bound
 
 
+def test_a_short_run_of_the_users_stands_beside_the_answer_to_a_longer_bound(
+        shipped: tuple[Path, Path], npz: str, tmp_path: Path) -> None:
+    """A rung of the closed loop (a few epochs, a fraction of the bound) is evidence of a short run:
+    it is a candidate on its measurement, the trusted recipes keep their medians, and the default's
+    row is still the default run as the question runs it, not the cut."""
+    ask = rc.Constraints(max_time_s=60)
+    before = _rec(shipped, npz, constraints=ask, top=3)
+    target = rc.resolve_target("cpu", cores=1, profile=CPU_PROFILE)
+    pick = Config.from_dict(before.choices[0].config)
+    cut = dataclasses.replace(pick, epochs=1)
+    short_default = dataclasses.replace(obvious_default("torch", target, 2), time_budget_s=60.0)
+    below = before.choices[0].accuracy.mid - 0.05  # the cut learnt less than the full run is predicted to
+    path = _mine(tmp_path, [_run(cut, npz, "mine-cut", seconds=12.0, accuracy=below),
+                            _run(short_default, npz, "mine-short-default", seconds=10.0, accuracy=below)])
+    after = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
+    assert after.choices[0].config == before.choices[0].config and after.choices[0].basis == "predicted"
+    assert set(after.own_trials) == {"mine-cut", "mine-short-default"}
+    assert after.baseline is not None and before.baseline is not None
+    assert after.baseline.basis == "predicted" and after.baseline.config == before.baseline.config
+
+
 def test_the_cli_reads_your_knowledge_base_unless_told_not_to(shipped: tuple[Path, Path], npz: str) -> None:
     here = rc.resolve_target("cpu", cores=1)  # this machine, as the CLI sees it
     own = kb.user_knowledge_path()  # under this test's ADVISOR_HOME (conftest)

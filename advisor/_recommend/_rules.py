@@ -12,13 +12,16 @@ from advisor._recommend._candidates import Candidate, family_key
 from advisor._recommend._constraints import CONFIDENCE, Constraints
 from advisor._recommend._ranking import front_layers, rank, spread
 
-__all__ = ["TRUSTED_SOURCES", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
+__all__ = ["TRUSTED_SOURCES", "OWN_RUN_FILLS", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "beyond_measured", "monotone_over_epochs", "p_better", "order",
            "best_shots", "best_shot_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
 TRUSTED_SOURCES = frozenset({"measured", "default", "portfolio"})
+#: The share of a ``--max-time`` bound a run of the user's own must have used to answer it as
+#: measured (evidence first); a shorter run (a rung of the closed loop) stands beside the predictions.
+OWN_RUN_FILLS = 0.75
 #: The source (and accuracy basis) of a configuration measured on the dataset at another training
 #: size than the one asked: its accuracy is evidence, its time and memory are predicted.
 OTHER_SIZE = "measured at another size"
