@@ -584,6 +584,10 @@ def test_a_measured_run_counts_with_its_time_to_the_target_on_a_target_question(
     got = measured_configs(table, [0, 1, 2], models={base["model"]}, stop_at=0.9)[0]
     assert got.time_s[1] == pytest.approx(6.0)  # 6 s (epoch 3), 4 s (epoch 2) and 8 s (never reached)
     assert got.accuracy[1] == pytest.approx(0.91) and got.repeats == 3
+    assert got.accuracy[0] < 0.9  # one run never got there: the target is not sure to be met
+    # Runs that all reached it stopped just past it: met, whatever the test set's noise.
+    reached = measured_configs(table, [0, 1], models={base["model"]}, stop_at=0.9)[0]
+    assert reached.accuracy[0] == pytest.approx(0.9) and reached.accuracy[1] == pytest.approx(0.915)
     assert time_to_accuracy([0.5, 0.6], [1.0, 1.0], 2.0, 0.9) is None
     assert time_to_accuracy([0.5, 0.95], [1.0, 3.0], 8.0, 0.9) == (8.0, 0.95)
 

@@ -207,9 +207,12 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
             continue
         noise = accuracy_noise(a[1], int(np.median([cols["test_samples"][i] or 1 for i in idx])),
                                len({cols["cfg_seed"][i] for i in idx}))
+        # Every run reached the target: it is met (a run stops just past it, so its accuracy's noise
+        # band straddles it; another seed gets there too, its time is what varies).
+        floor = stop_at if stop_at and all(stopped.get(i) is not None for i in idx) else 0.0
         out.append(Measured(configs[key], cols["model"][idx[0]], len(idx),
                             (min(t[0], t[1] / MEASURED_TIME_FACTOR), t[1], max(t[2], t[1] * MEASURED_TIME_FACTOR)),
-                            (max(0.0, min(a[0], a[1] - noise)), a[1], min(1.0, max(a[2], a[1] + noise))),
+                            (max(floor, min(a[0], a[1] - noise)), a[1], min(1.0, max(a[2], a[1] + noise))),
                             (min(m[0], m[1] / MEASURED_TIME_FACTOR), m[1], max(m[2], m[1] * MEASURED_TIME_FACTOR)),
                             tuple(str(cols["trial_id"][i]) for i in idx),
                             int(np.median([cols["train_samples"][i] or 0 for i in idx]))))
