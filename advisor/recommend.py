@@ -39,7 +39,7 @@ from advisor._recommend._baseline import (
 )
 from advisor._recommend._constraints import CONFIDENCE, Constraints, check_constraints, probability
 from advisor._recommend._filling import add_filling_runs, bounded_by_budget
-from advisor._recommend._portfolio import build_portfolio, load_portfolio, transfer_probability
+from advisor._recommend._portfolio import _recipe, build_portfolio, load_portfolio, recipe_key, transfer_probability
 from advisor._recommend._evidence import (
     EVIDENCE_K, TrialSpace, extrapolation, nearest_dataset, nearest_trials, own_evidence, widen,
 )
@@ -53,7 +53,7 @@ from advisor._recommend._rules import (
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
     beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
     impossible as _impossible, order as _order, past_cap as _past_cap,
-    monotone_over_epochs as _monotone_over_epochs, p_better as _p_better, reachable as _reachable,
+    monotone_over_epochs as _monotone_over_epochs, capped_by_measured as _capped_by_measured, p_better as _p_better, reachable as _reachable,
     robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
 )
 from advisor._recommend._to_target import times_to_target
@@ -304,6 +304,7 @@ def recommend(
         for band, values in ((t, got.time_s), (a, got.accuracy), (m, got.memory_mb)):
             band[0][i], band[1][i], band[2][i] = values
     _monotone_over_epochs(cands, a)
+    _capped_by_measured(cands, a)
     acc_measured = np.array([c.accuracy_of is not None for c in cands])
     for i in np.flatnonzero(acc_measured):  # measured on another device: its accuracy, not its time
         a[0][i], a[1][i], a[2][i] = cands[i].accuracy_of.accuracy
@@ -421,9 +422,15 @@ def recommend(
         filled[i] and cands[i].model == workload.model and is_obvious_default(cands[i].config, target))]
     # On a workload the table has not measured, a portfolio recipe that beat the obvious default on
     # the measured matrix's other datasets (likely enough to beat it here too) is the robust choice
-    # in the default's place; where the workload was measured, its measurements decide.
+    # in the default's place; where the workload was measured, its measurements decide (so does a
+    # run of the recipe among the user's own: the recipe is no longer a prior there).
     beats = {i: transfer_probability(cands[i].transfer) for i in order}
-    robust = [] if evidence_here else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE]
+    def recipe(c: Candidate) -> str:  # the portfolio's identity of a recipe: run length aside
+        return recipe_key(_recipe(c.config.to_dict(), c.model or workload.model))
+
+    ran_here = {recipe(c) for c in cands if c.measured is not None}
+    robust = [] if evidence_here else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE
+                                       and recipe(cands[i]) not in ran_here]
     # Where no candidate is likely to reach an accuracy target, what counts is reaching it at all:
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
     reach = accuracy_only and (unsure or best_shot)

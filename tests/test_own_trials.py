@@ -40,10 +40,11 @@ def npz(tmp_path: Path) -> str:
     return rc.describe_workload(str(path)).dataset
 
 
-def _run(cfg: Config, dataset: str, trial_id: str, *, seconds: float, accuracy: float) -> dict[str, Any]:
+def _run(cfg: Config, dataset: str, trial_id: str, *, seconds: float, accuracy: float,
+         model: str = "lenet5") -> dict[str, Any]:
     """A row as a run of ``cfg`` on the user's ``dataset`` (this profile, 600 training images) records it."""
     row = kb.row_from_result(make_result(cfg, "mnist"), CPU_PROFILE)
-    row.update(trial_id=trial_id, dataset_name=dataset, train_samples=600, test_samples=200, model="lenet5",
+    row.update(trial_id=trial_id, dataset_name=dataset, train_samples=600, test_samples=200, model=model,
                train_time_s=seconds, test_accuracy=accuracy)
     return row
 
@@ -164,3 +165,78 @@ def test_the_cli_reads_your_knowledge_base_unless_told_not_to(shipped: tuple[Pat
     assert info.exit_code == 0 and json.loads(info.stdout)["rows"] == 1
     with gzip.open(own, "rt") as handle:  # answering did not write to it
         assert handle.read().count("mine-default") == 1
+
+
+def test_a_recipe_measured_here_is_not_predicted_better_at_a_shorter_length() -> None:
+    """The learning-curve prior's mirror on evidence: shorter unmeasured copies of a measured recipe
+    are capped at what its measured run reached; longer ones and other recipes are left alone."""
+    from advisor._recommend._baseline import Measured
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._rules import capped_by_measured
+
+    recipe = Config.from_dict({"framework": "torch", "optimizer": "momentum", "momentum": 0.9, "learning_rate": 0.1, "epochs": 30,
+                               "threads": 1, "schedule": "cosine"})
+    other = Config.from_dict({"framework": "torch", "optimizer": "adam", "learning_rate": 0.001, "epochs": 10,
+                              "threads": 1})
+    got = Measured(recipe, "bn_cnn_w8", 1, (20.0, 22.0, 25.0), (0.855, 0.864, 0.872), (300.0, 310.0, 320.0), ("m",))
+    cands = [Candidate(recipe, "measured", None, model="bn_cnn_w8", measured=got),
+             Candidate(dataclasses.replace(recipe, epochs=25), "portfolio", None, model="bn_cnn_w8"),
+             Candidate(dataclasses.replace(recipe, epochs=60), "portfolio", None, model="bn_cnn_w8"),
+             Candidate(dataclasses.replace(recipe, epochs=25), "portfolio", None, model="bn_cnn_w32"),
+             Candidate(other, "portfolio", None, model="bn_cnn_w8")]
+    a = [np.array([0.855, 0.80, 0.85, 0.80, 0.80]), np.array([0.864, 0.90, 0.95, 0.90, 0.90]),
+         np.array([0.872, 0.97, 0.99, 0.97, 0.97])]
+    capped_by_measured(cands, a)
+    assert [round(float(band[1]), 3) for band in a] == [0.80, 0.872, 0.872]  # 25 epochs: capped at 0.872
+    assert [float(a[k][2]) for k in range(3)] == [0.85, 0.95, 0.99]  # 60 epochs: longer, not capped
+    assert [float(a[k][3]) for k in range(3)] == [0.80, 0.90, 0.97]  # another model: another recipe
+    assert [float(a[k][4]) for k in range(3)] == [0.80, 0.90, 0.97]
+
+
+def test_on_a_target_runs_of_a_recipe_with_and_without_a_stop_are_one_measurement() -> None:
+    """A run's stop is the question's: a run stopped at a higher target passed this one on its way
+    and is a repeat of the recipe's run without a stop; one stopped lower ended too soon to count."""
+    from advisor._recommend._baseline import measured_configs
+
+    from _knowledge_rows import rows
+
+    base = rows(1, seed=3)[0]
+    runs = []
+    for n, (stop, curve) in enumerate(((0.0, [0.5, 0.86, 0.9, 0.93]), (0.92, [0.6, 0.88, 0.93]), (0.7, [0.5, 0.75]))):
+        runs.append({**base, "cfg_seed": n, "trial_id": f"t{n}", "status": "ok", "accuracy_curve": curve,
+                     "epoch_times": [2.0] * len(curve), "train_time_s": 2.0 * len(curve), "test_accuracy": curve[-1],
+                     "cfg_epochs": 4, "cfg_stop_at_accuracy": stop, "epochs_completed": len(curve)})
+    table = kb.Table.from_rows(runs)
+    got = measured_configs(table, [0, 1, 2], models={base["model"]}, stop_at=0.88)
+    assert len(got) == 1 and got[0].repeats == 2 and set(got[0].trial_ids) == {"t0", "t1"}
+    assert got[0].config.stop_at_accuracy == 0.0 and got[0].time_s[1] == pytest.approx(5.0)  # 6 s and 4 s
+    assert len(measured_configs(table, [0, 1, 2], models={base["model"]})) == 3  # a time bound: three recipes
+
+
+def test_a_robust_recipe_run_here_is_judged_by_its_run_not_by_its_record_elsewhere(
+        shipped: tuple[Path, Path], npz: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portfolio's robust recipe stands in for evidence on data the table does not hold; once the
+    user has run it there, that run decides, and the recipe is no longer the reference."""
+    from advisor._recommend._candidates import Candidate, family_key
+
+    ask = rc.Constraints(max_time_s=60)
+    pick = _rec(shipped, npz, constraints=ask, top=1).choices[0]
+    assert pick.source == "portfolio"
+    grid = dataclasses.replace(Config.from_dict(pick.config), time_budget_s=0.0)  # the recipe's epoch-grid copies
+    family = family_key(Candidate(grid, "portfolio", None, model=pick.model))
+    record = {"budget_s": 60.0, "workloads": ["a", "b"], "wins": 2, "ties": 0, "losses": 0}
+    offered = rc.portfolio_candidates
+
+    def with_record(*args: Any, **kwargs: Any) -> list[Candidate]:  # that recipe alone beat the default elsewhere
+        return [dataclasses.replace(c, transfer=record) if family_key(c) == family else c
+                for c in offered(*args, **kwargs)]
+
+    monkeypatch.setattr(rc, "portfolio_candidates", with_record)
+    monkeypatch.setattr(rc, "transfer_probability", lambda r: 0.9 if r else None)
+    before = _rec(shipped, npz, constraints=ask, top=3)
+    assert "first the portfolio's robust recipe" in before.ranking
+    ran = dataclasses.replace(Config.from_dict(before.choices[0].config), epochs=1)
+    path = _mine(tmp_path, [_run(ran, npz, "mine-robust", seconds=5.0, accuracy=0.01, model=pick.model)])
+    after = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
+    assert after.own_trials == ("mine-robust",)
+    assert "first the portfolio's robust recipe" not in after.ranking

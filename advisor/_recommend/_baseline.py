@@ -9,8 +9,8 @@
   "fastest to 99%" or "best within 5 minutes" then chooses the run length too.
 - **Measured configurations**: trials of the same dataset, training size, device kind (and, on a
   CPU, the same hardware profile) in the knowledge base are candidates with their measured values
-  (median of repeats, spread shown). The user's own knowledge base (trials of ``--verify``,
-  ``--budget`` and ``advisor knowledge merge``) adds its runs of the workload to them
+  (median of repeats, spread shown). The user's own knowledge base (the trials ``--verify`` and
+  ``--budget`` recorded) adds its runs of the workload to them
   (:func:`with_own_trials`), so a run measured once answers the next question as measured.
 """
 
@@ -172,7 +172,9 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
 
     With ``stop_at`` (a ``--target-accuracy`` question, whose runs stop at it) each run counts as it
     would have run: its time and accuracy at the first epoch reaching the target, read from its
-    curve, where it reached it."""
+    curve, where it reached it. A run's own stop is then the question's, not its recipe's: runs of
+    a recipe with and without one are its repeats (and the recipe's unmeasured copy is this
+    measurement), except a run stopped at a lower accuracy, which ended before it could show this one."""
     cols = table.columns
     groups: dict[str, list[int]] = {}
     configs: dict[str, Config] = {}
@@ -183,6 +185,10 @@ def measured_configs(table: knowledge.Table, rows: list[int], *, models: set[str
             cfg = knowledge.config_from_row({k: v[i] for k, v in cols.items()})
         except Exception:  # noqa: BLE001 - a row this version cannot turn back into a config
             continue
+        if stop_at:
+            if cfg.stop_at_accuracy and cfg.stop_at_accuracy < stop_at:
+                continue
+            cfg = dataclasses.replace(cfg, stop_at_accuracy=0.0)
         key = json.dumps({**cfg.to_dict(), "seed": None, "model": cols["model"][i]}, sort_keys=True, default=str)
         groups.setdefault(key, []).append(i)
         configs[key] = cfg

@@ -111,7 +111,7 @@ class Recommendation:
     #: Probability threshold the choices meet (the constraints' confidence), when there are constraints.
     confidence: float | None = None
     #: The user's own knowledge base read for measured evidence (None: not read), and the ids of its
-    #: trials that are evidence in this answer.
+    #: trials that are candidates in this answer (as measured).
     own_table: str | None = None
     own_trials: tuple[str, ...] = ()
 
