@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -68,10 +69,14 @@ def run(args: argparse.Namespace) -> None:
         for question in args.questions.split(","):
             constraints, prefer, label = rv2.constraints_for(question, dataset)
             key = f"{dataset}|{label}"
-            mine = workdir / "own" / f"{hashlib.sha256(f'{key}|{args.budget}'.encode()).hexdigest()[:12]}.csv.gz"
+            # the request's own folder: its knowledge base and the loop's state beside it
+            folder = workdir / "own" / hashlib.sha256(f"{key}|{args.budget}".encode()).hexdigest()[:12]
+            if args.fresh and folder.exists():
+                shutil.rmtree(folder)
+            mine = folder / "knowledge.csv.gz"
             mine.parent.mkdir(parents=True, exist_ok=True)
             ask = dict(device_kind="cpu", cores=1, constraints=constraints, prefer=prefer, seed=0)
-            if not any(r["key"] == key and r["arm"] == "loop" for r in done):
+            if args.fresh or not any(r["key"] == key and r["arm"] == "loop" for r in done):
                 before = rc.recommend(asked, top=LOOP_POOL, own_table=mine, **ask)
                 t0 = time.time()
                 loop = closed_loop(before, args.budget, knowledge_path=mine, on_progress=lambda m: print("  " + m, flush=True))
@@ -176,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budget", type=float, default=180.0)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--workdir", default="/tmp/advisor-bench-recommend-v2")
+    r.add_argument("--fresh", action="store_true", help="run the loop again on an empty knowledge base "
+                   "(the request's earlier records stay in the log; render takes the latest)")
     sub.add_parser("render")
     args = ap.parse_args(argv)
     if args.cmd == "run":

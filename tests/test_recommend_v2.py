@@ -913,3 +913,37 @@ def test_on_unmeasured_data_a_pick_past_its_recipes_measured_runs_does_not_displ
     monkeypatch.setattr(rc, "_beyond_measured", lambda *a, **k: (10**9, 0))
     target = _rec(shipped, str(path), constraints=rc.Constraints(min_accuracy=0.5), top=3, prefer="accurate")
     assert "measured run of its recipe" not in target.ranking
+
+
+def test_on_a_time_bound_a_budget_that_pays_for_it_runs_the_default_as_the_user_would(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """Cut to a few epochs the default (a constant rate, gaining every epoch) is a weak reference
+    against recipes whose schedule peaks at any length; with a budget of 2.5 bounds or more it runs
+    once filling the bound, and competes to the end. A smaller budget cuts it as before.
+    TEST DATA: a runner whose accuracy follows each configuration's constructed curve."""
+    from advisor._recommend._budget import DEFAULT_IN_FULL, closed_loop, loop_choices
+
+    from _knowledge_rows import make_result
+
+    rec = _rec(shipped, "digits", top=16, cores=1, constraints=rc.Constraints(max_time_s=60.0))
+    assert rec.baseline is not None
+
+    def ten_epochs_filling_the_bound(c: Any) -> Any:  # each filling the 60 s bound in 10 epochs
+        return dataclasses.replace(c, schedule_time_s=None, time_s=rc.Prediction(54.0, 54.0, 54.0),
+                                   config={**c.config, "epochs": 10, "time_budget_s": 60.0})
+
+    others = [ten_epochs_filling_the_bound(c) for c in loop_choices(rec)]
+    assert len(others) == 4
+    asked = dataclasses.replace(rec, choices=tuple(others), baseline=ten_epochs_filling_the_bound(rec.baseline))
+
+    def runner(workload: Any, cfg: Any, **_: Any) -> Any:
+        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=5.4 * cfg.epochs)
+
+    def default_epochs(budget: float) -> list[int]:
+        loop = closed_loop(asked, budget, knowledge_path=tmp_path / f"{budget}.csv.gz", workdir=tmp_path / "trials",
+                           run=runner)
+        return [r.epochs for r in loop.runs if r.label == "default" and r.rung == 0]
+
+    assert DEFAULT_IN_FULL * 60.0 <= 180.0
+    assert default_epochs(180.0) == [10]
+    assert default_epochs(140.0)[0] < 10

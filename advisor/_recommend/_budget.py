@@ -21,6 +21,13 @@ each: :func:`loop_choices`) plus the obvious default:
 3. the winner is the best of the last rung's runs and every run of a configuration in full,
    meeting the constraints when any run does.
 
+On a time bound T with a budget of :data:`DEFAULT_IN_FULL` T or more, the obvious default runs once,
+as the user would run it (filling T), and competes to the end. Cut to a few epochs it is the weakest
+of references: Adam at a constant rate gains with every epoch, while a recipe with a one-cycle or
+cosine schedule peaks at whatever length it is given, so the cut comparison favours the recipe (on
+Fashion-MNIST with 40% wrong labels a 1-epoch one-cycle run beat the default's 2 epochs, 86.2%
+against 85.4%, and the loop reported it; over the full 60 s the default reached 88.9%, the recipe 88.0%).
+
 A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs; once
 the candidate has run, its measured time per epoch) fits what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
 and the loop's progress is kept in a state file next to it, keyed by the question: run the same
@@ -53,6 +60,9 @@ LOOP_POOL = 4 * MIN_CANDIDATES
 #: Seconds a trial costs beyond its training time (child start, data loading, evaluation) until
 #: the loop has measured it: then the largest it has seen.
 START_OVERHEAD_S = 8.0
+#: On a time bound T, a budget of at least this many T runs the obvious default as the user would
+#: run it, filling T, rather than cut: see :func:`closed_loop`.
+DEFAULT_IN_FULL = 2.5
 
 
 @dataclass
@@ -224,6 +234,14 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
 
     def cost(c: Choice) -> float:  # an epoch's training and evaluation
         return per_epoch[_label(c)] + evals[_label(c)]
+
+    bound = rec.constraints.max_time_s
+    default_in_full = bool(bound) and not any(c.config.get("stop_at_accuracy") for c in cands) \
+        and budget_s >= DEFAULT_IN_FULL * bound
+
+    def run_cost(c: Choice, epochs: int) -> float:  # a run under a time budget stops at it
+        budget = float(c.config.get("time_budget_s") or 0.0)
+        return min(cost(c) * epochs, budget + evals[_label(c)] * epochs) if budget else cost(c) * epochs
     check_budget(rec, budget_s)
     labels = [(_label(c), c.config, c.model) for c in cands]
     key = _key(rec, budget_s, labels)
@@ -256,6 +274,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
             if _label(c) in chase:  # no longer than a run that could still get there first
                 epochs = max(1, min(epochs, int(chase[_label(c)] // per_epoch[_label(c)])))
+            if default_in_full and c is rec.baseline:
+                epochs = full  # as the user would run it: filling the bound
             return epochs
 
         for c in alive:
@@ -270,7 +290,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 runs.append((c, last))
                 continue
             run_key = f"{_label(c)}|{rung}|{epochs}"
-            predicted = per_epoch[_label(c)] * epochs
+            predicted = run_cost(c, epochs) - evals[_label(c)] * epochs
             if run_key in done:
                 r = LoopRun(**done[run_key])
                 result.resumed += 1
@@ -279,8 +299,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 at = next(i for i, d in enumerate(alive) if d is c)
                 later = [d for d in alive[at + 1:] if d is rec.baseline and rung == 0
                          and not any(r.label == _label(d) for r in result.runs)]
-                reserve = sum(cost(d) + overhead for d in later)
-                if cost(c) * epochs + overhead + reserve > budget_s - result.spent_s:
+                reserve = sum(run_cost(d, planned(d) if default_in_full else 1) + overhead for d in later)
+                if run_cost(c, epochs) + overhead + reserve > budget_s - result.spent_s:
                     continue
                 cfg = Config.from_dict({**c.config, "epochs": epochs})
                 workload = Workload(dataset=rec.workload.dataset, model=c.model, data_dir=data_dir,
