@@ -158,7 +158,9 @@ def render(_: argparse.Namespace) -> None:
     text = "\n".join([
         "# One closed loop, then the same question again", "",
         "Runs of `python benchmarks/bench_own_trials.py run ...`, then `render` (see the script's docstring), one core:",
-        *runs, "", machine_line(), "",
+        *runs, "", machine_line() + "; BLAS of the verified runs: "
+        + (", ".join(sorted({r.get("blas") or "?" for r in mine.values() if r.get("arm") == "again"})) or "-")
+        + " (the kernel OpenBLAS chose, as threadpoolctl reported it in each run)", "",
         "A workload in no file of the table is asked a question; `--budget` measures on it (its trials go to an "
         "empty knowledge base of the user's own); the question is asked again, reading that knowledge base, and the "
         "new answer's first choice is run for real (median of the repeats). 'single answer' and 'obvious default' "
