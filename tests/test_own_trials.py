@@ -240,3 +240,21 @@ def test_a_robust_recipe_run_here_is_judged_by_its_run_not_by_its_record_elsewhe
     after = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
     assert after.own_trials == ("mine-robust",)
     assert "first the portfolio's robust recipe" not in after.ranking
+
+
+def test_a_users_npz_is_known_by_its_content_not_the_path_it_was_given_by(
+        shipped: tuple[Path, Path], npz: str, tmp_path: Path) -> None:
+    """A run of the same file under another path counts (renamed to the path asked); a run of another
+    file of the same name, or of an older version of this one, does not."""
+    from advisor._datasets.sources import npz_digest, npz_variant
+
+    table = kb.read(shipped[0])
+    workload = rc.describe_workload(npz)
+    cfg = Config.from_dict({"framework": "torch", "epochs": 2, "threads": 1})
+    moved = {**_run(cfg, "elsewhere/mine.npz", "moved", seconds=5.0, accuracy=0.8),
+             "dataset_variant": npz_variant(npz_digest(npz))}
+    other = {**_run(cfg, npz, "other-file", seconds=5.0, accuracy=0.8), "dataset_variant": npz_variant("0" * 64)}
+    path = _mine(tmp_path, [moved, other])
+    joined, ids, problem = with_own_trials(table, path, workload)
+    assert problem is None and ids == frozenset({"moved"})
+    assert joined["dataset_name"][-1] == npz  # the rows take the name asked

@@ -24,7 +24,7 @@ from advisor._datasets.readers import (CIFAR_RECORD, file_error, read_cifar_bina
                                        read_idx_file, read_npz)
 from advisor._datasets.registry import DatasetInfo, get_info, is_npz_path
 
-__all__ = ["SourceFiles", "RawData", "find_files", "read_raw", "train_images_present"]
+__all__ = ["SourceFiles", "RawData", "find_files", "read_raw", "train_images_present", "npz_digest", "npz_variant"]
 
 _IDX_ROLES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
               "t10k-labels-idx1-ubyte")
@@ -333,17 +333,29 @@ def _read_digits() -> RawData:
                    (("load_digits", digest),), "official", notes)
 
 
-def _read_npz_source(path_text: str) -> RawData:
-    path = Path(path_text).expanduser()
-    x_train, y_train, x_test, y_test, classes = read_npz(path)
+def npz_digest(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a user's ``.npz``, remembered per file version (:mod:`advisor._datasets.cache`)."""
     digest = lookup_digests(path).get("sha256")
     if digest is None:
         digest = sha256_file(path)
         store_digests(path, {"sha256": digest})
+    return digest
+
+
+def npz_variant(digest: str) -> str:
+    """The ``dataset_variant`` a trial on the ``.npz`` with this digest records: which file it read,
+    whatever the path it was given by."""
+    return f"npz (sha256 {digest[:8]})"
+
+
+def _read_npz_source(path_text: str) -> RawData:
+    path = Path(path_text).expanduser()
+    x_train, y_train, x_test, y_test, classes = read_npz(path)
+    digest = npz_digest(path)
     info = DatasetInfo(name=path_text, input_shape=tuple(int(d) for d in x_train.shape[1:]),  # type: ignore[arg-type]
                        num_classes=classes, train_size=len(y_train), test_size=len(y_test), synthetic=False,
                        source=str(path.resolve()), description="user arrays from an .npz file")
-    return RawData(info, x_train, y_train, x_test, y_test, ((path.name, digest),), f"npz (sha256 {digest[:8]})",
+    return RawData(info, x_train, y_train, x_test, y_test, ((path.name, digest),), npz_variant(digest),
                    (), path.parent)
 
 

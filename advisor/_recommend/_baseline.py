@@ -20,7 +20,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -87,8 +87,11 @@ def with_own_trials(table: knowledge.Table, own: str | Path | None, workload: Wo
     """``table`` with the rows of the user's own knowledge base ``own`` that ran this workload's
     dataset (on any device) appended, for measured evidence only (the surrogate is not refitted).
 
-    Rows whose trial id ``table`` already holds are left out (a user who merged the shipped table
-    into theirs counts each run once).
+    A user's ``.npz`` is recognised by its content (the digest its trials record in
+    ``dataset_variant``), not by the path it was given by: a run of ``data.npz`` counts for
+    ``./data.npz`` and for the file moved elsewhere, and a run of another ``data.npz`` (or of an older
+    version of the file) does not; those rows take the name asked. Rows whose trial id ``table``
+    already holds are left out (a user who merged the shipped table into theirs counts each run once).
 
     Returns:
         ``(table, own_ids, problem)``: the table to read evidence from, the trial ids it took from
@@ -102,12 +105,29 @@ def with_own_trials(table: knowledge.Table, own: str | Path | None, workload: Wo
     except (KnowledgeBaseError, OSError) as exc:
         return table, frozenset(), f"your knowledge base {own} was not read ({exc}); only the table's trials are evidence."
     have = set(table["trial_id"])
-    rows = [i for i, (d, tid) in enumerate(zip(mine["dataset_name"], mine["trial_id"]))
-            if d == workload.dataset and tid not in have]
+    same = _same_data(workload, mine)
+    rows = [i for i, (d, v, tid) in enumerate(zip(mine["dataset_name"], mine["dataset_variant"], mine["trial_id"]))
+            if same(d, v) and tid not in have]
     if not rows:
         return table, frozenset(), None
-    cols = {name: list(values) + [mine.columns[name][i] for i in rows] for name, values in table.columns.items()}
+    cols = {name: list(values) + [workload.dataset if name == "dataset_name" else mine.columns[name][i] for i in rows]
+            for name, values in table.columns.items()}
     return knowledge.Table(cols, table.path), frozenset(str(mine["trial_id"][i]) for i in rows), None
+
+
+def _same_data(workload: WorkloadInfo, mine: knowledge.Table) -> Callable[[Any, Any], bool]:
+    """Whether a row (its dataset name and variant) ran the workload's data: the same registry name,
+    or for a ``.npz`` the same file content (its name alone where the file cannot be read now)."""
+    from advisor._datasets.registry import is_npz_path
+    from advisor._datasets.sources import npz_digest, npz_variant
+
+    if not is_npz_path(workload.dataset) or not any(str(v or "").startswith("npz") for v in mine["dataset_variant"]):
+        return lambda name, variant: name == workload.dataset
+    try:
+        tag = npz_variant(npz_digest(Path(workload.dataset).expanduser()))
+    except OSError:
+        return lambda name, variant: name == workload.dataset
+    return lambda name, variant: variant == tag
 
 
 def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target | None) -> list[int]:
