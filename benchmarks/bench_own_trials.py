@@ -1,6 +1,7 @@
 """One closed loop, then the same question again: does what the loop measured make the next answer better?
 
-For each request (a workload in no file of the table, :data:`bench_recommend_v2.DERIVED`, and a
+For each request (a workload in no file of the table, :data:`bench_recommend_v2.DERIVED`, asked of
+the shipped model, or a dataset held out of the table and the model as in ``recommend.md``, and a
 question), on one core:
 
   loop      ``--budget B`` as ``advisor recommend ... --budget B`` runs it (successive halving over
@@ -63,9 +64,13 @@ def run(args: argparse.Namespace) -> None:
     workdir = Path(args.workdir)
     done = read_jsonl(RAW)
     for dataset in args.datasets.split(","):
-        if dataset not in rv2.DERIVED:
-            raise SystemExit(f"{dataset}: not a derived workload ({', '.join(rv2.DERIVED)})")
-        asked = str(rv2.derived_path(dataset, workdir))
+        if dataset in rv2.DERIVED:  # in no file of the table: the shipped model
+            asked, table, model_dir, data_dir = str(rv2.derived_path(dataset, workdir)), None, None, None
+        else:  # held out of the table and of the model, as in recommend.md
+            asked = dataset
+            table, model_dir = rv2.heldout_model(dataset, workdir, 150)
+            sub = rv2.DATA_DIRS.get(dataset)
+            data_dir = str(rv2.SHARED / sub) if sub else None
         for question in args.questions.split(","):
             constraints, prefer, label = rv2.constraints_for(question, dataset)
             key = f"{dataset}|{label}"
@@ -75,11 +80,13 @@ def run(args: argparse.Namespace) -> None:
                 shutil.rmtree(folder)
             mine = folder / "knowledge.csv.gz"
             mine.parent.mkdir(parents=True, exist_ok=True)
-            ask = dict(device_kind="cpu", cores=1, constraints=constraints, prefer=prefer, seed=0)
+            ask = dict(device_kind="cpu", cores=1, constraints=constraints, prefer=prefer, seed=0, table=table,
+                       model_dir=model_dir)
             if args.fresh or not any(r["key"] == key and r["arm"] == "loop" for r in done):
                 before = rc.recommend(asked, top=LOOP_POOL, own_table=mine, **ask)
                 t0 = time.time()
-                loop = closed_loop(before, args.budget, knowledge_path=mine, on_progress=lambda m: print("  " + m, flush=True))
+                loop = closed_loop(before, args.budget, knowledge_path=mine, data_dir=data_dir,
+                                   on_progress=lambda m: print("  " + m, flush=True))
                 w = loop.winner
                 append_jsonl(RAW, {"key": key, "arm": "loop", "repeat": -1, "budget_s": args.budget,
                                    "spent_s": loop.spent_s, "wall_s": time.time() - t0, "runs": len(loop.runs),
@@ -95,7 +102,7 @@ def run(args: argparse.Namespace) -> None:
                        and not r.get("contended") for r in read_jsonl(RAW)):
                     continue
                 t0 = time.time()
-                result = run_trial(Workload(dataset=asked, model=choice.model, seed=rep), cfg,
+                result = run_trial(Workload(dataset=asked, model=choice.model, seed=rep, data_dir=data_dir), cfg,
                                    cores=sorted(os.sched_getaffinity(0))[:1], limits=Limits(wall_time_s=900.0))
                 record = _record(key, "again", rep, choice, cfg, result, time.time() - t0)
                 record["own_trials"] = len(again.own_trials)
