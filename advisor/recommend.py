@@ -423,14 +423,19 @@ def recommend(
     # On a workload the table has not measured, a portfolio recipe that beat the obvious default on
     # the measured matrix's other datasets (likely enough to beat it here too) is the robust choice
     # in the default's place; where the workload was measured, its measurements decide (so does a
-    # run of the recipe among the user's own: the recipe is no longer a prior there).
+    # run of the recipe among the user's own at least as long as the copy offered: the recipe is no
+    # longer a prior there; a rung of the loop cut shorter says less than its record elsewhere).
     beats = {i: transfer_probability(cands[i].transfer) for i in order}
+
     def recipe(c: Candidate) -> str:  # the portfolio's identity of a recipe: run length aside
         return recipe_key(_recipe(c.config.to_dict(), c.model or workload.model))
 
-    ran_here = {recipe(c) for c in cands if c.measured is not None}
+    ran_here: dict[str, int] = {}
+    for c in cands:
+        if c.measured is not None:
+            ran_here[recipe(c)] = max(ran_here.get(recipe(c), 0), c.config.epochs)
     robust = [] if evidence_here else [i for i in order if (beats[i] or 0.0) >= SWITCH_CONFIDENCE
-                                       and recipe(cands[i]) not in ran_here]
+                                       and cands[i].config.epochs > ran_here.get(recipe(cands[i]), 0)]
     # Where no candidate is likely to reach an accuracy target, what counts is reaching it at all:
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
     reach = accuracy_only and (unsure or best_shot)
