@@ -235,8 +235,15 @@ def test_a_robust_recipe_run_here_is_judged_by_its_run_not_by_its_record_elsewhe
     monkeypatch.setattr(rc, "transfer_probability", lambda r: 0.9 if r else None)
     before = _rec(shipped, npz, constraints=ask, top=3)
     assert "first the portfolio's robust recipe" in before.ranking
-    ran = dataclasses.replace(Config.from_dict(before.choices[0].config), epochs=1)
-    path = _mine(tmp_path, [_run(ran, npz, "mine-robust", seconds=5.0, accuracy=0.01, model=pick.model)])
+    first = Config.from_dict(before.choices[0].config)
+    # a rung of the loop cut shorter than the copy offered says less than the record elsewhere
+    cut = dataclasses.replace(first, epochs=1)
+    path = _mine(tmp_path, [_run(cut, npz, "mine-cut", seconds=5.0, accuracy=0.01, model=pick.model)])
+    after_cut = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
+    assert after_cut.own_trials == ("mine-cut",)
+    assert "first the portfolio's robust recipe" in after_cut.ranking
+    # a run as long as the copy offered decides
+    path = _mine(tmp_path, [_run(first, npz, "mine-robust", seconds=5.0, accuracy=0.01, model=pick.model)])
     after = _rec(shipped, npz, constraints=ask, top=3, own_table=path)
     assert after.own_trials == ("mine-robust",)
     assert "first the portfolio's robust recipe" not in after.ranking
