@@ -168,7 +168,8 @@ def render(_: argparse.Namespace) -> None:
         *runs, "", machine_line() + "; BLAS of the verified runs: "
         + (", ".join(sorted({r.get("blas") or "?" for r in mine.values() if r.get("arm") == "again"})) or "-")
         + " (the kernel OpenBLAS chose, as threadpoolctl reported it in each run)", "",
-        "A workload in no file of the table is asked a question; `--budget` measures on it (its trials go to an "
+        "A workload in no file of the table (asked of the shipped model), or a dataset held out of the table and the "
+        "model as in `recommend.md`, is asked a question; `--budget` measures on it (its trials go to an "
         "empty knowledge base of the user's own); the question is asked again, reading that knowledge base, and the "
         "new answer's first choice is run for real (median of the repeats). 'single answer' and 'obvious default' "
         "are the same request's verified runs in `recommend.md` (the default there is the configuration the "
