@@ -236,7 +236,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         return per_epoch[_label(c)] + evals[_label(c)]
 
     bound = rec.constraints.max_time_s
-    default_in_full = bool(bound) and not any(c.config.get("stop_at_accuracy") for c in cands) \
+    default_in_full = bound is not None and not any(c.config.get("stop_at_accuracy") for c in cands) \
         and budget_s >= DEFAULT_IN_FULL * bound
 
     def run_cost(c: Choice, epochs: int) -> float:  # a run under a time budget stops at it
