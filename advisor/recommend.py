@@ -528,7 +528,8 @@ def recommend(
         extrapolation=bool(reasons), reasons=tuple(reasons), warnings=tuple(notes),
         table=str(kb.path), model_dir=model_where, table_mismatch=mismatch, new_workload=new_workload,
         baseline=baseline, ranking=how, confidence=confidence,
-        own_table=str(own_table) if own_table is not None else None, own_trials=tuple(own_used),
+        own_table=str(own_table) if own_table is not None and Path(own_table).exists() else None,
+        own_trials=tuple(own_used),
     )
 
 

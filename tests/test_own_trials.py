@@ -152,6 +152,10 @@ def test_the_cli_reads_your_knowledge_base_unless_told_not_to(shipped: tuple[Pat
     kb.write([row], own)
     argv = ["recommend", "--dataset", npz, "--cpu", "--cores", "1", "--max-time", "60", "--table", str(shipped[0]),
             "--model-dir", str(shipped[1]), "--candidates", "100", "--json"]
+    own.unlink()
+    nothing_yet = runner.invoke(app, argv)  # no knowledge base of one's own yet: none was read
+    assert nothing_yet.exit_code == 0 and json.loads(nothing_yet.stdout)["own_table"] is None
+    kb.write([row], own)
     with_own = runner.invoke(app, argv)
     assert with_own.exit_code == 0, with_own.output
     data = json.loads(with_own.stdout)

@@ -110,7 +110,7 @@ class Recommendation:
     ranking: str = ""
     #: Probability threshold the choices meet (the constraints' confidence), when there are constraints.
     confidence: float | None = None
-    #: The user's own knowledge base read for measured evidence (None: not read), and the ids of its
+    #: The user's own knowledge base read for measured evidence (None: not read, or none exists yet), and the ids of its
     #: trials that are candidates in this answer (as measured).
     own_table: str | None = None
     own_trials: tuple[str, ...] = ()
