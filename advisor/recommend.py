@@ -336,8 +336,8 @@ def recommend(
     filled = np.array([c.measured is not None and (constraints.max_time_s is None
                                                    or c.measured.time_s[1] >= OWN_RUN_FILLS * constraints.max_time_s)
                        for c in cands], dtype=bool)
-    first = (is_measured & ~own_only).any() or (is_measured & own_only & filled & (p >= CONFIDENCE)).any()
-    trusted = is_measured if first else np.array([c.source in TRUSTED_SOURCES for c in cands])
+    measured_first = (is_measured & ~own_only).any() or (is_measured & own_only & filled & (p >= CONFIDENCE)).any()
+    trusted = is_measured if measured_first else np.array([c.source in TRUSTED_SOURCES for c in cands])
     # Rank on the band's conservative side, except for trusted candidates (measured here, the
     # obvious default, the portfolio, the seed presets): picking the best of thousands of noisy
     # predicted medians is the optimizer's curse. An accuracy measured on another device counts as

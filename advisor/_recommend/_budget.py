@@ -24,9 +24,8 @@ each: :func:`loop_choices`) plus the obvious default:
 On a time bound T with a budget of :data:`DEFAULT_IN_FULL` T or more, the obvious default runs once,
 as the user would run it (filling T), and competes to the end. Cut to a few epochs it is the weakest
 of references: Adam at a constant rate gains with every epoch, while a recipe with a one-cycle or
-cosine schedule peaks at whatever length it is given, so the cut comparison favours the recipe (on
-Fashion-MNIST with 40% wrong labels a 1-epoch one-cycle run beat the default's 2 epochs, 86.2%
-against 85.4%, and the loop reported it; over the full 60 s the default reached 88.9%, the recipe 88.0%).
+cosine schedule peaks at whatever length it is given, so the cut comparison favours the recipe
+(the case that showed it: ``benchmarks/results/own-trials.md``, noisy Fashion-MNIST at 60 s).
 
 A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs; once
 the candidate has run, its measured time per epoch) fits what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
@@ -239,9 +238,12 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     default_in_full = bound is not None and not any(c.config.get("stop_at_accuracy") for c in cands) \
         and budget_s >= DEFAULT_IN_FULL * bound
 
-    def run_cost(c: Choice, epochs: int) -> float:  # a run under a time budget stops at it
+    def train_s(c: Choice, epochs: int) -> float:  # a run's training time: one under a time budget stops there
         budget = float(c.config.get("time_budget_s") or 0.0)
-        return min(cost(c) * epochs, budget + evals[_label(c)] * epochs) if budget else cost(c) * epochs
+        return min(per_epoch[_label(c)] * epochs, budget) if budget else per_epoch[_label(c)] * epochs
+
+    def run_cost(c: Choice, epochs: int) -> float:  # its training and evaluation
+        return train_s(c, epochs) + evals[_label(c)] * epochs
     check_budget(rec, budget_s)
     labels = [(_label(c), c.config, c.model) for c in cands]
     key = _key(rec, budget_s, labels)
@@ -290,7 +292,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 runs.append((c, last))
                 continue
             run_key = f"{_label(c)}|{rung}|{epochs}"
-            predicted = run_cost(c, epochs) - evals[_label(c)] * epochs
+            predicted = train_s(c, epochs)
             if run_key in done:
                 r = LoopRun(**done[run_key])
                 result.resumed += 1

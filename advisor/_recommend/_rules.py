@@ -69,9 +69,8 @@ def monotone_over_epochs(cands: list[Candidate], a: list[np.ndarray]) -> None:
 def capped_by_measured(cands: list[Candidate], a: list[np.ndarray]) -> None:
     """The mirror of :func:`monotone_over_epochs`, anchored on evidence, in place: a recipe measured
     on this workload is not predicted more accurate at a shorter run length than its measured run
-    reached (its band's upper edge, the measurement's noise). After a --budget loop ran the robust
-    recipe for 30 epochs to 86.4% short of an 88% target, its 25-epoch copy was still offered at the
-    prediction's level as a best shot."""
+    reached (its band's upper edge, the measurement's noise): a recipe a --budget loop measured short
+    of a target is not offered again, a few epochs shorter, at the prediction's level."""
     measured: dict[str, list[tuple[int, float]]] = {}
     for i, c in enumerate(cands):
         if c.measured is not None:
