@@ -831,15 +831,18 @@ def test_on_a_target_a_cheap_run_cut_short_of_it_goes_on_while_it_can_still_get_
     assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 2.0
 
 
-def test_on_a_target_nothing_reached_the_default_goes_on_and_runs_in_full(shipped: tuple[Path, Path],
-                                                                           tmp_path: Path) -> None:
-    """After one epoch each, the recipes lead the default (0.90 against 0.83) but none reaches the
+def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_pays(
+        shipped: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After one epoch each, the recipe leads the default (0.90 against 0.83) but does not reach the
     target; the default, at a constant rate, reaches it at its 25th epoch (1 s each). The halving
-    alone drops it and ends with most of the budget unspent; kept on while nothing has reached the
-    target, it runs first in the next rung, in full since that run fits what is left, and wins.
-    TEST DATA: a runner that stops at the target, each configuration on its constructed curve."""
+    alone drops it. Kept on while nothing has reached the target, it runs first in the next rung, as
+    long as what is left pays for (27 epochs: its whole 30 do not fit), not the rung's share cut
+    again, and wins. With a budget that pays for its whole run, it runs in full.
+    TEST DATA: a runner that stops at the target, each configuration on its constructed curve, on a
+    clock that advances by each run's training time and one second of start-up."""
     import dataclasses
 
+    from advisor._recommend import _budget
     from advisor._recommend._budget import closed_loop
 
     from _knowledge_rows import make_result
@@ -848,7 +851,7 @@ def test_on_a_target_nothing_reached_the_default_goes_on_and_runs_in_full(shippe
     rec = _rec(shipped, "digits", top=1, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
     base = rec.choices[0]
 
-    def choice(rank: int, lr: float) -> Any:  # predicted at 20 s an epoch: rung 0 cuts each to one epoch
+    def choice(rank: int, lr: float) -> Any:  # predicted at 20 s an epoch: rung 0 cuts it to one epoch
         return dataclasses.replace(base, rank=rank, schedule_time_s=None, time_s=rc.Prediction(600.0, 600.0, 600.0),
                                    config={**base.config, "epochs": 30, "learning_rate": lr,
                                            "stop_at_accuracy": target, "time_budget_s": 0.0})
@@ -857,6 +860,8 @@ def test_on_a_target_nothing_reached_the_default_goes_on_and_runs_in_full(shippe
                                   config={**rec.baseline.config, "epochs": 30, "stop_at_accuracy": target})
     rec = dataclasses.replace(rec, baseline=default, constraints=rc.Constraints(min_accuracy=target),
                               choices=(choice(1, 0.01), choice(2, 0.02), choice(3, 0.03)))
+    clock = [0.0]
+    monkeypatch.setattr(_budget, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
     calls: list[tuple[str, int]] = []
 
     def runner(workload: Any, cfg: Any, **_: Any) -> Any:
@@ -867,14 +872,19 @@ def test_on_a_target_nothing_reached_the_default_goes_on_and_runs_in_full(shippe
             per_epoch, curve = 15.0, [0.90 + 0.0001 * k for k in range(30)]
         ran = next((k + 1 for k, a in enumerate(curve[:cfg.epochs]) if a >= target - 1e-9), cfg.epochs)
         calls.append(("default" if is_default else "recipe", cfg.epochs))
-        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=per_epoch * ran,
+        clock[0] += per_epoch * ran + 1.0
+        return dataclasses.replace(make_result(cfg, "digits"), train_time_s=per_epoch * ran, eval_time_s=0.01 * ran,
                                    test_accuracy=curve[ran - 1], epochs_completed=ran)
 
-    loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
-    assert calls[0] == ("default", 1)  # first, cut short of the target at rung 0
-    first_recipe = calls.index(next(c for c in calls if c[0] == "recipe"))
-    assert ("default", 30) in calls[first_recipe:]  # after the recipes' rung 0: on, in full (it stops at the target)
+    # 47 s: rung 0 (the default's epoch, the recipe's) spends 18 s, and its whole run needs about 31
+    loop = closed_loop(rec, 47.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert calls == [("default", 1), ("recipe", 1), ("default", 27)]
     assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 25.0
+    calls.clear()
+    loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "more.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert calls[0] == ("default", 1) and ("default", 30) in calls[1:]
+    assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 25.0
+
 
 def test_the_loops_winner_comes_with_its_command_and_says_when_it_was_cut(
         shipped: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,10 +27,11 @@ of references: Adam at a constant rate gains with every epoch, while a recipe wi
 cosine schedule peaks at whatever length it is given, so the cut comparison favours the recipe
 (the case that showed it: ``benchmarks/results/own-trials.md``, noisy Fashion-MNIST at 60 s).
 On an accuracy target the same bias holds until some run reaches the target: until then the
-default is not dropped by the halving, runs first in each rung, and runs in full (stopping at the
-target) once its measured epochs say that run fits what is left of the budget. Ranked by accuracy
-after one epoch it lost to recipes that take ten times as long per epoch, and the loop ended with
-half its budget unspent while the default, run in full, reaches the target (held-out Fashion-MNIST).
+default is not dropped by the halving and runs first in each rung, its run as long as what is left
+of the budget pays for once the other survivors' runs are (in full where that fits; it stops at the
+target). Ranked by accuracy after one epoch it lost to recipes that take four to six times as long
+per epoch, and the loop ended with half its budget unspent, while the default run at its length
+reaches the target (held-out Fashion-MNIST, ``benchmarks/results/own-trials.md``).
 
 A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs; once
 the candidate has run, its measured time per epoch) fits what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
@@ -285,9 +286,20 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 epochs = max(1, min(epochs, int(chase[_label(c)] // per_epoch[_label(c)])))
             if default_in_full and c is rec.baseline:
                 epochs = full  # as the user would run it: filling the bound
-            if default_to_target and c is rec.baseline and overhead + run_cost(c, full) <= left:
-                epochs = full  # as the user would run it: to the target (it stops there)
             return epochs
+
+        def longest_default_run(c: Choice) -> int:
+            """The most epochs the default's next run can have once the other survivors' runs at this
+            rung are paid for: each rung's run starts from scratch, so on a target nothing has reached
+            yet a run cut again (1, then 3, then 15 epochs) spends its budget on epochs run twice."""
+            rest = 0.0
+            for d in alive:
+                if d is c or _label(d) in complete:
+                    continue
+                ran = max((r.epochs for r in result.runs if r.label == _label(d)), default=0)
+                if planned(d) > ran:
+                    rest += run_cost(d, planned(d)) + overhead
+            return min(int(c.config["epochs"]), int((left - rest - overhead) // cost(c)))
 
         for c in alive:
             if _label(c) in complete:  # its full run stands against the others' longer runs
@@ -295,6 +307,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 continue
             full = int(c.config["epochs"])
             epochs = planned(c)
+            if default_to_target and c is rec.baseline:  # as the user would run it, to the target, where it fits
+                epochs = max(epochs, longest_default_run(c))
             last = next((r for r in reversed(result.runs) if r.label == _label(c)), None)
             if last is not None and epochs <= last.epochs:  # no longer than it has run: that run stands
                 complete[_label(c)] = last
@@ -367,7 +381,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         default = rec.baseline
         default_goes_on = stops_at_target and default is not None and _label(default) not in complete \
             and any(r.label == _label(default) for r in result.runs) and not any(_meets(r, rec) for r in result.runs)
-        if default_goes_on:
+        if default_goes_on and default is not None:
             # No run has reached the target: the halving's accuracy after a few epochs is biased
             # against the default's constant rate (see the module docstring); it goes on, first.
             alive = [default] + [c for c in alive if c is not default]
