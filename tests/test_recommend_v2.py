@@ -837,7 +837,8 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     target; the default, at a constant rate, reaches it at its 25th epoch (1 s each). The halving
     alone drops it. Kept on while nothing has reached the target, it runs first in the next rung, as
     long as what is left pays for (27 epochs: its whole 30 do not fit), not the rung's share cut
-    again, and wins. With a budget that pays for its whole run, it runs in full.
+    again, and wins. With a budget that pays for its whole run, it runs in full. With epochs dearer
+    than the leader's, it is dropped as before.
     TEST DATA: a runner that stops at the target, each configuration on its constructed curve, on a
     clock that advances by each run's training time and one second of start-up."""
     import dataclasses
@@ -863,11 +864,12 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     clock = [0.0]
     monkeypatch.setattr(_budget, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
     calls: list[tuple[str, int]] = []
+    default_epoch_s = [1.0]
 
     def runner(workload: Any, cfg: Any, **_: Any) -> Any:
         is_default = cfg.learning_rate == default.config["learning_rate"] and cfg.optimizer == "adam"
         if is_default:  # 1 s an epoch, 0.83 after one, the target at the 25th
-            per_epoch, curve = 1.0, [0.83 + 0.08 * k / 24 for k in range(30)]
+            per_epoch, curve = default_epoch_s[0], [0.83 + 0.08 * k / 24 for k in range(30)]
         else:  # 15 s an epoch, ahead after one, never there
             per_epoch, curve = 15.0, [0.90 + 0.0001 * k for k in range(30)]
         ran = next((k + 1 for k, a in enumerate(curve[:cfg.epochs]) if a >= target - 1e-9), cfg.epochs)
@@ -884,6 +886,13 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "more.csv.gz", workdir=tmp_path / "trials", run=runner)
     assert calls[0] == ("default", 1) and ("default", 30) in calls[1:]
     assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 25.0
+    # Where its epochs cost more than the leader's (20 s against 15 s), a longer run of it is no
+    # cheaper bet: the halving drops it as before.
+    calls.clear()
+    default_epoch_s[0] = 20.0
+    loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "dear" / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    assert [c for c in calls if c[0] == "default"] == [("default", 1)]
+    assert loop.winner is not None and loop.winner.label != "default"
 
 
 def test_the_loops_winner_comes_with_its_command_and_says_when_it_was_cut(

@@ -26,8 +26,9 @@ as the user would run it (filling T), and competes to the end. Cut to a few epoc
 of references: Adam at a constant rate gains with every epoch, while a recipe with a one-cycle or
 cosine schedule peaks at whatever length it is given, so the cut comparison favours the recipe
 (the case that showed it: ``benchmarks/results/own-trials.md``, noisy Fashion-MNIST at 60 s).
-On an accuracy target the same bias holds until some run reaches the target: until then the
-default is not dropped by the halving and runs first in each rung, its run as long as what is left
+On an accuracy target the same bias holds until some run reaches the target: until then a default
+whose epochs cost less than the leading run's is not dropped by the halving (a longer run of it is
+the cheaper bet) and runs first in each rung, its run as long as what is left
 of the budget pays for once the other survivors' runs are (in full where that fits; it stops at the
 target). Ranked by accuracy after one epoch it lost to recipes that take four to six times as long
 per epoch, and the loop ended with half its budget unspent, while the default run at its length
@@ -379,11 +380,14 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         # A short configuration run in full is not better than a long one cut short for it: the
         # halving goes on while a survivor has more to show, and ends when every survivor has run in full.
         default = rec.baseline
+        leader = ranked[0][0] if ranked else None
         default_goes_on = stops_at_target and default is not None and _label(default) not in complete \
-            and any(r.label == _label(default) for r in result.runs) and not any(_meets(r, rec) for r in result.runs)
+            and any(r.label == _label(default) for r in result.runs) and not any(_meets(r, rec) for r in result.runs) \
+            and (leader is None or leader is default or per_epoch[_label(default)] < per_epoch[_label(leader)])
         if default_goes_on and default is not None:
             # No run has reached the target: the halving's accuracy after a few epochs is biased
-            # against the default's constant rate (see the module docstring); it goes on, first.
+            # against the default's constant rate (see the module docstring); where its epochs cost
+            # less than the leader's, it goes on, first.
             alive = [default] + [c for c in alive if c is not default]
         if (len(ranked) == 1 and not default_goes_on) or all(_label(c) in complete for c in alive):
             break
