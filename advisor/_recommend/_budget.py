@@ -28,11 +28,12 @@ cosine schedule peaks at whatever length it is given, so the cut comparison favo
 (the case that showed it: ``benchmarks/results/own-trials.md``, noisy Fashion-MNIST at 60 s).
 On an accuracy target the same bias holds until some run reaches the target: until then a default
 whose epochs cost less than the leading run's is not dropped by the halving (a longer run of it is
-the cheaper bet) and runs first in each rung, its run as long as what is left
-of the budget pays for once the other survivors' runs are (in full where that fits; it stops at the
-target). Ranked by accuracy after one epoch it lost to recipes that take four to six times as long
-per epoch, and the loop ended with half its budget unspent, while the default run at its length
-reaches the target (held-out Fashion-MNIST, ``benchmarks/results/own-trials.md``).
+the cheaper bet) and runs first in each rung, its run as long as what is left of the budget pays
+for once the other survivors' runs are (in full where that fits; it stops at the target). Each
+rung restarts training, so a default cut again and again spends the budget on epochs run twice.
+Ranked by accuracy after one epoch it lost to recipes whose epochs cost several times as much, and
+the loop ended with budget unspent, while the default run at its length reaches the target (the
+case: held-out Fashion-MNIST in ``benchmarks/results/own-trials.md``).
 
 A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs; once
 the candidate has run, its measured time per epoch) fits what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
