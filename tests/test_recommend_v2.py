@@ -879,8 +879,11 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
                                    test_accuracy=curve[ran - 1], epochs_completed=ran)
 
     # 47 s: rung 0 (the default's epoch, the recipe's) spends 18 s, and its whole run needs about 31
-    loop = closed_loop(rec, 47.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner)
+    lines: list[str] = []
+    loop = closed_loop(rec, 47.0, knowledge_path=tmp_path / "mine.csv.gz", workdir=tmp_path / "trials", run=runner,
+                       on_progress=lines.append)
     assert calls == [("default", 1), ("recipe", 1), ("default", 27)]
+    assert any(line.startswith("the default goes on: no run has reached 0.91 yet") for line in lines)  # says why
     assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 25.0
     calls.clear()
     loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "more.csv.gz", workdir=tmp_path / "trials", run=runner)

@@ -389,7 +389,13 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             # No run has reached the target: the halving's accuracy after a few epochs is biased
             # against the default's constant rate (see the module docstring); where its epochs cost
             # less than the leader's, it goes on, first.
+            dropped = all(c is not default for c, _ in ranked[: max(1, len(ranked) // 2)])
             alive = [default] + [c for c in alive if c is not default]
+            if on_progress is not None and dropped and leader is not None and leader is not default:
+                on_progress(f"the default goes on: no run has reached {default.config.get('stop_at_accuracy')} yet, and its "
+                            f"epochs cost less than the leader's ({per_epoch[_label(default)]:.1f} s against "
+                            f"{per_epoch[_label(leader)]:.1f} s): a constant rate gains with every epoch, "
+                            f"so its longer run is the cheaper bet")
         if (len(ranked) == 1 and not default_goes_on) or all(_label(c) in complete for c in alive):
             break
         rung += 1
