@@ -256,8 +256,9 @@ def run(args: argparse.Namespace) -> None:
 
     cores = [int(c) for c in args.cores.split(",")]
     # A run other processes contended is not done: it runs again, and render takes the later run.
+    rerun = set(filter(None, args.rerun.split(",")))
     done = {(r["key"], r["arm"], r["repeat"]): _recipe_of(r.get("config")) for r in read_jsonl(RAW)
-            if not r.get("contended")}
+            if not r.get("contended") and r["arm"] not in rerun}
     workdir = Path(args.workdir)
     for dataset in args.datasets.split(","):
         if dataset in DERIVED:  # in no file of the table: the shipped surrogate, nothing to hold out
@@ -567,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rounds", type=int, default=150)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--workdir", default="/tmp/advisor-bench-recommend-v2")
+    r.add_argument("--rerun", default="", help="arms to run again although stored (e.g. default: timed in the "
+                   "same sitting as a pick that changed; render takes the later runs)")
     r.add_argument("--max-trial-s", type=float, default=None,
                    help="cap on one verified run's wall time (a run stopped there counts as not meeting its question)")
     sub.add_parser("render")
