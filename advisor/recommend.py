@@ -440,8 +440,7 @@ def recommend(
     # compare accuracy, and take the robust recipe's longest run (it stops at the target, see below).
     reach = accuracy_only and (unsure or best_shot)
     # the surest record first, then the one that won most; the ranking's order among equals
-    robust = _robust_first(robust, cands, beats, longest=reach, past=past,
-                           run_s=np.array([whole[i][1] if i in whole else t_c[i] for i in range(len(cands))]))
+    robust = _robust_first(robust, cands, beats, longest=reach, past=past)
     reference = robust[:1] or baseline_idx[:1]
     if reference and order and cands[order[0]].source != "measured" and order[0] != reference[0] \
             and not (cands[order[0]].source == "default" and not robust) and prefer != "lean":

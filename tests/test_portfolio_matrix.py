@@ -304,27 +304,6 @@ def test_where_reaching_a_target_is_in_doubt_the_robust_recipes_longest_run_goes
     assert robust_first([0, 1, 2, 3], longer, {**beats, 3: 0.8}, longest=True) == [1, 2, 0, 3]
 
 
-def test_among_equal_records_the_robust_recipe_predicted_soonest_goes_first_at_a_target_in_doubt() -> None:
-    """Three portfolio recipes with the same record (as on held-out Fashion-MNIST: 80%, won 2 of 3):
-    on an accuracy target whose reaching is in doubt, the one whose whole run is predicted shortest
-    goes first, each at its longest run; on a time bound (not ``longest``) the ranking's order stays."""
-    from advisor._recommend._baseline import obvious_default
-    from advisor._recommend._candidates import Candidate
-    from advisor._recommend._rules import robust_first
-    from advisor._recommend._workload import Target
-
-    target = Target("cpu", 1)
-    record = {"wins": 2, "ties": 1, "losses": 0}
-    models = ("resnet9_w8", "bn_cnn_w16", "bn_cnn_w8", "bn_cnn_w8")
-    cands = [Candidate(dataclasses.replace(obvious_default("torch", target, e), optimizer="momentum", momentum=0.9),
-                       "portfolio", None, model=m, transfer=record) for m, e in zip(models, (30, 30, 30, 20))]
-    beats = {i: 0.8 for i in range(4)}
-    run_s = np.array([627.0, 445.0, 241.0, 160.0])  # predicted whole runs, seconds
-    assert robust_first([0, 1, 2, 3], cands, beats, longest=True, run_s=run_s) == [2, 1, 0, 3]  # longest, then soonest
-    assert robust_first([0, 1, 2, 3], cands, beats, longest=False, run_s=run_s) == [0, 1, 2, 3]
-    assert robust_first([0, 1, 2, 3], cands, {**beats, 0: 0.9}, longest=True, run_s=run_s)[0] == 0  # the record first
-
-
 def test_a_longer_schedule_that_costs_seconds_is_the_better_shot_at_a_target_in_doubt() -> None:
     """Past BEST_SHOT_MAX_EPOCHS a run is left to last only where it may take more than
     BEST_SHOT_CHEAP_S: on data whose epochs take a tenth of a second, 60 epochs go first."""

@@ -171,19 +171,16 @@ def beyond_measured(cand: Candidate, train_samples: int, table: Any, model: str)
 
 
 def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float | None], *,
-                 longest: bool, past: np.ndarray | None = None, run_s: np.ndarray | None = None) -> list[int]:
+                 longest: bool, past: np.ndarray | None = None) -> list[int]:
     """Robust candidates in the order they replace the default: the surest record first, then the
     one that won most, then (``longest``: where reaching an accuracy target at all is in doubt) the
     longest run of the recipe short of ``past`` (:func:`past_cap`; without it, longer than
-    :data:`BEST_SHOT_MAX_EPOCHS`), as for best shots, and among recipes whose records tie, the one
-    whose whole run is predicted shortest (``run_s``): the question asks for the soonest, and the
-    records say nothing more; otherwise the ranking's order among equals."""
-    def key(i: int) -> tuple[float, int, bool, int, float]:
+    :data:`BEST_SHOT_MAX_EPOCHS`), as for best shots; otherwise the ranking's order among equals."""
+    def key(i: int) -> tuple[float, int, bool, int]:
         wins = int((cands[i].transfer or {}).get("wins") or 0)
         epochs = cands[i].config.epochs
         over = bool(past[i]) if past is not None else epochs > BEST_SHOT_MAX_EPOCHS
-        soonest = float(run_s[i]) if longest and run_s is not None else 0.0
-        return -(beats.get(i) or 0.0), -wins, longest and over, -epochs if longest else 0, soonest
+        return -(beats.get(i) or 0.0), -wins, longest and over, -epochs if longest else 0
 
     return sorted(idx, key=key)
 
