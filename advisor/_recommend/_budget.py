@@ -275,7 +275,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     while alive:
         left = budget_s - result.spent_s
         share = left * rung_share / max(1, sum(_label(c) not in complete for c in alive))
-        # on a target nothing has reached yet, the default's next run is its whole one when that fits
+        # on a target nothing has reached yet, the default's next run is as long as the budget pays for
         default_to_target = stops_at_target and rung > 0 and not any(_meets(r, rec) for r in result.runs)
         runs: list[tuple[Choice, LoopRun]] = []
 
@@ -293,7 +293,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         def longest_default_run(c: Choice) -> int:
             """The most epochs the default's next run can have once the other survivors' runs at this
             rung are paid for: each rung's run starts from scratch, so on a target nothing has reached
-            yet a run cut again (1, then 3, then 15 epochs) spends its budget on epochs run twice."""
+            yet a run cut again and again spends its budget on epochs run twice."""
             rest = 0.0
             for d in alive:
                 if d is c or _label(d) in complete:
@@ -380,22 +380,22 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 chase.update({_label(c): soonest for c in behind})
         # A short configuration run in full is not better than a long one cut short for it: the
         # halving goes on while a survivor has more to show, and ends when every survivor has run in full.
-        default = rec.baseline
-        leader = ranked[0][0] if ranked else None
+        # No run has reached the target: the halving's accuracy after a few epochs is biased against
+        # the default's constant rate (see the module docstring); where its epochs cost less than the
+        # leader's, it goes on, first.
+        default, leader = rec.baseline, (ranked[0][0] if ranked else None)
         default_goes_on = stops_at_target and default is not None and _label(default) not in complete \
-            and any(r.label == _label(default) for r in result.runs) and not any(_meets(r, rec) for r in result.runs) \
+            and any(r.label == _label(default) for r in result.runs) \
+            and not any(_meets(r, rec) for r in result.runs) \
             and (leader is None or leader is default or per_epoch[_label(default)] < per_epoch[_label(leader)])
         if default_goes_on and default is not None:
-            # No run has reached the target: the halving's accuracy after a few epochs is biased
-            # against the default's constant rate (see the module docstring); where its epochs cost
-            # less than the leader's, it goes on, first.
-            dropped = all(c is not default for c, _ in ranked[: max(1, len(ranked) // 2)])
+            dropped = all(c is not default for c in alive)
             alive = [default] + [c for c in alive if c is not default]
-            if on_progress is not None and dropped and leader is not None and leader is not default:
-                on_progress(f"the default goes on: no run has reached {default.config.get('stop_at_accuracy')} yet, and its "
-                            f"epochs cost less than the leader's ({per_epoch[_label(default)]:.1f} s against "
-                            f"{per_epoch[_label(leader)]:.1f} s): a constant rate gains with every epoch, "
-                            f"so its longer run is the cheaper bet")
+            if on_progress is not None and dropped and leader is not None:
+                on_progress(f"the default goes on: no run has reached {default.config.get('stop_at_accuracy')} yet, "
+                            f"and its epochs cost less than the leader's ({per_epoch[_label(default)]:.1f} s "
+                            f"against {per_epoch[_label(leader)]:.1f} s): a constant rate gains with every "
+                            f"epoch, so its longer run is the cheaper bet")
         if (len(ranked) == 1 and not default_goes_on) or all(_label(c) in complete for c in alive):
             break
         rung += 1
