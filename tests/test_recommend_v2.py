@@ -282,6 +282,26 @@ def test_a_run_that_stopped_at_the_target_is_not_run_again(shipped: tuple[Path, 
     assert loop.winner is not None and loop.winner.label == "#2" and loop.winner.epochs == 1
 
 
+def _target_request(shipped: tuple[Path, Path], target: float, choice_s: float,
+                    lrs: tuple[float, ...]) -> tuple[Any, Any]:
+    """A digits request asking ``--target-accuracy target``, answered with one constructed recipe per
+    learning rate in ``lrs`` (30 epochs predicted at ``choice_s`` seconds) and the obvious default
+    (30 epochs predicted at 300 s), every run stopping at the target; and that default."""
+    import dataclasses
+
+    rec = _rec(shipped, "digits", top=1, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
+    base = rec.choices[0]
+    choices = tuple(dataclasses.replace(base, rank=k + 1, schedule_time_s=None,
+                                        time_s=rc.Prediction(choice_s, choice_s, choice_s),
+                                        config={**base.config, "epochs": 30, "learning_rate": lr,
+                                                "stop_at_accuracy": target, "time_budget_s": 0.0})
+                    for k, lr in enumerate(lrs))
+    default = dataclasses.replace(rec.baseline, schedule_time_s=None, time_s=rc.Prediction(300.0, 300.0, 300.0),
+                                  config={**rec.baseline.config, "epochs": 30, "stop_at_accuracy": target})
+    return dataclasses.replace(rec, baseline=default, constraints=rc.Constraints(min_accuracy=target),
+                               choices=choices), default
+
+
 def test_the_loop_measures_distinct_recipes_not_one_recipe_at_several_lengths(shipped: tuple[Path, Path]) -> None:
     """A recipe at 40 epochs, at 60 and filling the bound is one candidate to successive halving
     (which sets its length): the loop takes the next recipes instead, in the ranking's order."""
@@ -803,18 +823,7 @@ def test_on_a_target_a_cheap_run_cut_short_of_it_goes_on_while_it_can_still_get_
     from _knowledge_rows import make_result
 
     target = 0.9
-    rec = _rec(shipped, "digits", top=1, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
-    base = rec.choices[0]
-
-    def choice(rank: int, lr: float) -> Any:
-        return dataclasses.replace(base, rank=rank, schedule_time_s=None, time_s=rc.Prediction(90.0, 90.0, 90.0),
-                                   config={**base.config, "epochs": 30, "learning_rate": lr,
-                                           "stop_at_accuracy": target, "time_budget_s": 0.0})
-
-    default = dataclasses.replace(rec.baseline, schedule_time_s=None, time_s=rc.Prediction(300.0, 300.0, 300.0),
-                                  config={**rec.baseline.config, "epochs": 30, "stop_at_accuracy": target})
-    rec = dataclasses.replace(rec, baseline=default, constraints=rc.Constraints(min_accuracy=target),
-                              choices=(choice(1, 0.01), choice(2, 0.02)))
+    rec, default = _target_request(shipped, target, 90.0, (0.01, 0.02))
     calls: list[tuple[str, int]] = []
 
     def runner(workload: Any, cfg: Any, **_: Any) -> Any:
@@ -849,18 +858,7 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     from _knowledge_rows import make_result
 
     target = 0.91
-    rec = _rec(shipped, "digits", top=1, cores=1, constraints=rc.Constraints(min_accuracy=0.5), prefer="fast")
-    base = rec.choices[0]
-
-    def choice(rank: int, lr: float) -> Any:  # predicted at 20 s an epoch: rung 0 cuts it to one epoch
-        return dataclasses.replace(base, rank=rank, schedule_time_s=None, time_s=rc.Prediction(600.0, 600.0, 600.0),
-                                   config={**base.config, "epochs": 30, "learning_rate": lr,
-                                           "stop_at_accuracy": target, "time_budget_s": 0.0})
-
-    default = dataclasses.replace(rec.baseline, schedule_time_s=None, time_s=rc.Prediction(300.0, 300.0, 300.0),
-                                  config={**rec.baseline.config, "epochs": 30, "stop_at_accuracy": target})
-    rec = dataclasses.replace(rec, baseline=default, constraints=rc.Constraints(min_accuracy=target),
-                              choices=(choice(1, 0.01), choice(2, 0.02), choice(3, 0.03)))
+    rec, default = _target_request(shipped, target, 600.0, (0.01, 0.02, 0.03))  # 20 s an epoch: rung 0 cuts to one
     clock = [0.0]
     monkeypatch.setattr(_budget, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
     calls: list[tuple[str, int]] = []
