@@ -846,8 +846,9 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     target; the default, at a constant rate, reaches it at its 25th epoch (1 s each). The halving
     alone drops it. Kept on while nothing has reached the target, it runs first in the next rung, as
     long as what is left pays for (27 epochs: its whole 30 do not fit), not the rung's share cut
-    again, and wins. With a budget that pays for its whole run, it runs in full. With epochs dearer
-    than the leader's, it is dropped as before.
+    again, and wins. With a budget that pays for its whole run, it runs in full, also where the
+    recipe's start-up is far longer than its own. With epochs dearer than the leader's, it is dropped
+    as before.
     TEST DATA: a runner that stops at the target, each configuration on its constructed curve, on a
     clock that advances by each run's training time and one second of start-up."""
     import dataclasses
@@ -863,6 +864,7 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     monkeypatch.setattr(_budget, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
     calls: list[tuple[str, int]] = []
     default_epoch_s = [1.0]
+    recipe_start_s = [1.0]
 
     def runner(workload: Any, cfg: Any, **_: Any) -> Any:
         is_default = cfg.learning_rate == default.config["learning_rate"] and cfg.optimizer == "adam"
@@ -872,7 +874,7 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
             per_epoch, curve = 15.0, [0.90 + 0.0001 * k for k in range(30)]
         ran = next((k + 1 for k, a in enumerate(curve[:cfg.epochs]) if a >= target - 1e-9), cfg.epochs)
         calls.append(("default" if is_default else "recipe", cfg.epochs))
-        clock[0] += per_epoch * ran + 1.0
+        clock[0] += per_epoch * ran + (1.0 if is_default else recipe_start_s[0])
         return dataclasses.replace(make_result(cfg, "digits"), train_time_s=per_epoch * ran, eval_time_s=0.01 * ran,
                                    test_accuracy=curve[ran - 1], epochs_completed=ran)
 
@@ -887,6 +889,15 @@ def test_on_a_target_nothing_reached_the_default_goes_on_as_long_as_the_budget_p
     loop = closed_loop(rec, 120.0, knowledge_path=tmp_path / "more.csv.gz", workdir=tmp_path / "trials", run=runner)
     assert calls[0] == ("default", 1) and ("default", 30) in calls[1:]
     assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 25.0
+    # Its run is planned with its own start-up (1 s), not the largest seen: the recipe (a compiled
+    # model, say) takes 20 s to start; planned with that, the default's run would be cut to 12 epochs.
+    calls.clear()
+    recipe_start_s[0] = 20.0
+    loop = closed_loop(rec, 70.0, knowledge_path=tmp_path / "slow" / "mine.csv.gz", workdir=tmp_path / "trials",
+                       run=runner)
+    assert calls == [("default", 1), ("recipe", 1), ("default", 30)]
+    assert loop.winner is not None and loop.winner.label == "default" and loop.winner.train_time_s == 25.0
+    recipe_start_s[0] = 1.0
     # Where its epochs cost more than the leader's (20 s against 15 s), a longer run of it is no
     # cheaper bet: the halving drops it as before.
     calls.clear()

@@ -65,7 +65,8 @@ MIN_CANDIDATES = 4
 #: :data:`MIN_CANDIDATES` distinct recipes among run lengths of the same one (:func:`loop_choices`).
 LOOP_POOL = 4 * MIN_CANDIDATES
 #: Seconds a trial costs beyond its training time (child start, data loading, evaluation) until
-#: the loop has measured it: then the largest it has seen.
+#: the loop has measured one: then each candidate's own start-up once it has run, and for one not
+#: yet run the largest seen.
 START_OVERHEAD_S = 8.0
 #: On a time bound T, a budget of at least this many T runs the obvious default as the user would
 #: run it, filling T, rather than cut: see :func:`closed_loop`.
@@ -264,8 +265,12 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             done = {}
     result = LoopResult(budget_s=budget_s, spent_s=0.0, knowledge_path=str(path), state_path=str(state_file))
     runner = run or harness.run_trial
-    overhead = START_OVERHEAD_S
-    seen_overheads: list[float] = []
+    seen_overheads: dict[str, float] = {}  # each candidate's start-up, as measured (the largest of its runs)
+
+    def start_up(c: Choice) -> float:
+        """A run's cost beyond training and evaluation: the candidate's own, once it has run (a
+        compiled model starts several times slower than a small one); before, the largest seen."""
+        return seen_overheads.get(_label(c), max(seen_overheads.values(), default=START_OVERHEAD_S))
     alive = _affordable(cands, budget_s, rec)
     complete: dict[str, LoopRun] = {}  # candidates measured at their full length: not run again
     chase: dict[str, float] = {}  # on a target: candidates behind it, and the time they must beat
@@ -281,8 +286,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
 
         def planned(c: Choice) -> int:  # a run's epochs at this rung, before what it has run decides
             full = int(c.config["epochs"])
-            epochs = max(1, min(full, int((share - overhead) // cost(c))))
-            if overhead + full * cost(c) <= min(2 * share, left):
+            epochs = max(1, min(full, int((share - start_up(c)) // cost(c))))
+            if start_up(c) + full * cost(c) <= min(2 * share, left):
                 epochs = full  # the whole run costs little more than its start-up, and fits: no reason to cut it
             if _label(c) in chase:  # no longer than a run that could still get there first
                 epochs = max(1, min(epochs, int(chase[_label(c)] // per_epoch[_label(c)])))
@@ -300,8 +305,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                     continue
                 ran = max((r.epochs for r in result.runs if r.label == _label(d)), default=0)
                 if planned(d) > ran:
-                    rest += run_cost(d, planned(d)) + overhead
-            return min(int(c.config["epochs"]), int((left - rest - overhead) // cost(c)))
+                    rest += run_cost(d, planned(d)) + start_up(d)
+            return min(int(c.config["epochs"]), int((left - rest - start_up(c)) // cost(c)))
 
         for c in alive:
             if _label(c) in complete:  # its full run stands against the others' longer runs
@@ -326,8 +331,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 at = next(i for i, d in enumerate(alive) if d is c)
                 later = [d for d in alive[at + 1:] if d is rec.baseline and rung == 0
                          and not any(r.label == _label(d) for r in result.runs)]
-                reserve = sum(run_cost(d, planned(d) if default_in_full else 1) + overhead for d in later)
-                if run_cost(c, epochs) + overhead + reserve > budget_s - result.spent_s:
+                reserve = sum(run_cost(d, planned(d) if default_in_full else 1) + start_up(d) for d in later)
+                if run_cost(c, epochs) + start_up(c) + reserve > budget_s - result.spent_s:
                     continue
                 cfg = Config.from_dict({**c.config, "epochs": epochs})
                 workload = Workload(dataset=rec.workload.dataset, model=c.model, data_dir=data_dir,
@@ -347,8 +352,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 done[run_key] = r.__dict__
                 _save_state(state_file, done)
                 if trial.train_time_s:  # learnt from the runs: the largest start-up seen so far
-                    seen_overheads.append(max(1.0, wall - trial.train_time_s - (trial.eval_time_s or 0.0)))
-                    overhead = max(seen_overheads)
+                    seen = max(1.0, wall - trial.train_time_s - (trial.eval_time_s or 0.0))
+                    seen_overheads[_label(c)] = max(seen, seen_overheads.get(_label(c), 0.0))
                 if trial.status == "ok" and trial.eval_time_s is not None and trial.epochs_completed:
                     evals[_label(c)] = trial.eval_time_s / trial.epochs_completed  # measured here
             if r.status == "ok" and r.train_time_s and r.epochs:  # its epochs' time here, not the prediction's
