@@ -58,10 +58,6 @@ def _record(key: str, arm: str, rep: int, choice: Any, cfg: Any, result: Any, wa
 def run(args: argparse.Namespace) -> None:
     from advisor import recommend as rc
     from advisor._recommend._budget import LOOP_POOL, closed_loop
-    import os
-
-    from advisor.harness import Limits, run_trial
-    from advisor.records import Config, Workload
 
     workdir = Path(args.workdir)
     done = read_jsonl(RAW)
@@ -98,49 +94,41 @@ def run(args: argparse.Namespace) -> None:
                                    "knowledge_path": str(mine)})
             again = rc.recommend(asked, top=1, own_table=mine, **ask)
             choice = again.choices[0]
-            for rep in range(args.repeats):
-                cfg = Config.from_dict({**choice.config, "seed": rep, "threads": 1})
-                if any(r["key"] == key and r["arm"] == "again" and r["repeat"] == rep and r["config"] == cfg.to_dict()
-                       and not r.get("contended") for r in read_jsonl(RAW)):
-                    continue
-                t0 = time.time()
-                result = run_trial(Workload(dataset=asked, model=choice.model, seed=rep, data_dir=data_dir), cfg,
-                                   cores=sorted(os.sched_getaffinity(0))[:1], limits=Limits(wall_time_s=900.0))
-                record = _record(key, "again", rep, choice, cfg, result, time.time() - t0)
-                record["own_trials"] = len(again.own_trials)
-                append_jsonl(RAW, record)
-                print(f"{key} again #{rep}: {choice.framework} {choice.model} ({choice.basis}) -> {result.status} "
-                      f"acc={result.test_accuracy} time={result.train_time_s}", flush=True)
+            _repeats(key, "again", asked, data_dir, args.repeats, choice, choice.config,
+                     {"own_trials": len(again.own_trials)})
             if args.default_beside:
-                _default_beside(key, asked, data_dir, args.repeats)
+                stored = [r for r in read_jsonl(rv2.RAW) if r["key"] == key and r["arm"] == "default" and r.get("config")]
+                if not stored:
+                    print(f"{key}: recommend.md has no default run to repeat", flush=True)
+                    continue
+                # recommend.md's default run again on this core, so that the answer is judged against a
+                # default timed in the same sitting, not in another one on a shared machine
+                base = stored[-1]
+                _repeats(key, "default-now", asked, data_dir, args.repeats,
+                         argparse.Namespace(framework=base["framework"], model=base["model"], basis="default",
+                                            source="default"), base["config"])
 
 
-def _default_beside(key: str, asked: str, data_dir: str | None, repeats: int) -> None:
-    """The obvious default of ``recommend.md``'s request run again on this core (arm ``default-now``,
-    seeds 0..n-1), so that the answer asked again is judged against a default timed beside it, not in
-    another session on a shared machine."""
+def _repeats(key: str, arm: str, asked: str, data_dir: str | None, repeats: int, choice: Any,
+             config: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """``config`` run ``repeats`` times for real on this process's first core (seeds 0..n-1), each
+    recorded as ``arm``; a repeat already recorded uncontended with the same configuration is not run again."""
     import os
 
     from advisor.harness import Limits, run_trial
     from advisor.records import Config, Workload
 
-    stored = [r for r in read_jsonl(rv2.RAW) if r["key"] == key and r["arm"] == "default" and r.get("config")]
-    if not stored:
-        print(f"{key}: recommend.md has no default run to repeat", flush=True)
-        return
-    base = stored[-1]
     for rep in range(repeats):
-        cfg = Config.from_dict({**base["config"], "seed": rep, "threads": 1})
-        if any(r["key"] == key and r["arm"] == "default-now" and r["repeat"] == rep and r["config"] == cfg.to_dict()
+        cfg = Config.from_dict({**config, "seed": rep, "threads": 1})
+        if any(r["key"] == key and r["arm"] == arm and r["repeat"] == rep and r["config"] == cfg.to_dict()
                and not r.get("contended") for r in read_jsonl(RAW)):
             continue
         t0 = time.time()
-        result = run_trial(Workload(dataset=asked, model=base["model"], seed=rep, data_dir=data_dir), cfg,
+        result = run_trial(Workload(dataset=asked, model=choice.model, seed=rep, data_dir=data_dir), cfg,
                            cores=sorted(os.sched_getaffinity(0))[:1], limits=Limits(wall_time_s=900.0))
-        choice = argparse.Namespace(framework=base["framework"], model=base["model"], basis="default", source="default")
-        append_jsonl(RAW, _record(key, "default-now", rep, choice, cfg, result, time.time() - t0))
-        print(f"{key} default beside #{rep}: -> {result.status} acc={result.test_accuracy} "
-              f"time={result.train_time_s}", flush=True)
+        append_jsonl(RAW, {**_record(key, arm, rep, choice, cfg, result, time.time() - t0), **(extra or {})})
+        print(f"{key} {arm} #{rep}: {choice.framework} {choice.model} ({choice.basis}) -> {result.status} "
+              f"acc={result.test_accuracy} time={result.train_time_s}", flush=True)
 
 
 def _figure(runs: list[dict[str, Any]], c: dict[str, Any]) -> tuple[float | None, float | None]:

@@ -244,8 +244,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         return per_epoch[_label(c)] + evals[_label(c)]
 
     bound = rec.constraints.max_time_s
-    default_in_full = bound is not None and not any(c.config.get("stop_at_accuracy") for c in cands) \
-        and budget_s >= DEFAULT_IN_FULL * bound
+    stops_at_target = any(c.config.get("stop_at_accuracy") for c in cands)
+    default_in_full = bound is not None and not stops_at_target and budget_s >= DEFAULT_IN_FULL * bound
 
     def train_s(c: Choice, epochs: int) -> float:  # a run's training time: one under a time budget stops there
         budget = float(c.config.get("time_budget_s") or 0.0)
@@ -271,17 +271,21 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         """A run's cost beyond training and evaluation: the candidate's own, once it has run (a
         compiled model starts several times slower than a small one); before, the largest seen."""
         return seen_overheads.get(_label(c), max(seen_overheads.values(), default=START_OVERHEAD_S))
+
     alive = _affordable(cands, budget_s, rec)
     complete: dict[str, LoopRun] = {}  # candidates measured at their full length: not run again
     chase: dict[str, float] = {}  # on a target: candidates behind it, and the time they must beat
-    stops_at_target = any(c.config.get("stop_at_accuracy") for c in cands)
+
+    def nothing_reached() -> bool:  # on a target: no run has reached it yet
+        return stops_at_target and not any(_meets(r, rec) for r in result.runs)
+
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
     while alive:
         left = budget_s - result.spent_s
         share = left * rung_share / max(1, sum(_label(c) not in complete for c in alive))
         # on a target nothing has reached yet, the default's next run is as long as the budget pays for
-        default_to_target = stops_at_target and rung > 0 and not any(_meets(r, rec) for r in result.runs)
+        default_to_target = rung > 0 and nothing_reached()
         runs: list[tuple[Choice, LoopRun]] = []
 
         def planned(c: Choice) -> int:  # a run's epochs at this rung, before what it has run decides
@@ -304,8 +308,9 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                 if d is c or _label(d) in complete:
                     continue
                 ran = max((r.epochs for r in result.runs if r.label == _label(d)), default=0)
-                if planned(d) > ran:
-                    rest += run_cost(d, planned(d)) + start_up(d)
+                epochs = planned(d)
+                if epochs > ran:
+                    rest += run_cost(d, epochs) + start_up(d)
             return min(int(c.config["epochs"]), int((left - rest - start_up(c)) // cost(c)))
 
         for c in alive:
@@ -389,9 +394,8 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
         # the default's constant rate (see the module docstring); where its epochs cost less than the
         # leader's, it goes on, first.
         default, leader = rec.baseline, (ranked[0][0] if ranked else None)
-        default_goes_on = stops_at_target and default is not None and _label(default) not in complete \
+        default_goes_on = default is not None and _label(default) not in complete and nothing_reached() \
             and any(r.label == _label(default) for r in result.runs) \
-            and not any(_meets(r, rec) for r in result.runs) \
             and (leader is None or leader is default or per_epoch[_label(default)] < per_epoch[_label(leader)])
         if default_goes_on and default is not None:
             dropped = all(c is not default for c in alive)
