@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -132,6 +132,7 @@ def recommend(
     profile: HardwareProfile | None = None,
     on_progress: Callable[[str], None] | None = None,
     own_table: str | Path | None = None,
+    leave_out_own: Collection[str] = (),
 ) -> Recommendation:
     """Recommend the best configurations for a workload on a hardware target.
 
@@ -157,6 +158,9 @@ def recommend(
             :func:`advisor.knowledge.user_knowledge_path`): its trials of this workload and hardware
             are measured candidates too, and their runs are evidence lines; a missing file adds
             nothing, an unreadable one a warning.
+        leave_out_own: Trial ids of ``own_table`` not to count (the CLI passes an interrupted
+            loop's runs, :func:`advisor._recommend._budget.interrupted_trials`, so the loop resumes
+            on the answer it started from).
 
     Returns:
         A :class:`Recommendation`; its choices are predictions, never measurements.
@@ -184,7 +188,7 @@ def recommend(
     kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
     mismatch = bool(notes)  # the loader's notes say the model was fitted on another table
     # The user's own runs of this dataset join the table's as measured evidence (not as training rows).
-    evidence_kb, own_ids, problem = with_own_trials(kb, own_table, workload)
+    evidence_kb, own_ids, problem = with_own_trials(kb, own_table, workload, leave_out_own)
     if problem:
         notes.append(problem)
     physics = device  # the requested GPU's row: its roofline bounds every GPU answer

@@ -1023,3 +1023,57 @@ def test_on_a_time_bound_a_budget_that_pays_for_it_runs_the_default_as_the_user_
     assert DEFAULT_IN_FULL * 60.0 <= 180.0
     assert default_epochs(180.0) == [10]
     assert default_epochs(140.0)[0] < 10
+
+
+def test_an_interrupted_loop_resumes_on_the_answer_it_started_from(
+        shipped: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's finished runs land in the user's knowledge base at once, and the next answer
+    counts them as measured candidates, which ranks other choices: asked again, the loop then started
+    over on them and ran its first runs again (seen on digits: the same 3-epoch run twice). The
+    request is kept in the loop's state; asked again, it is answered without the interrupted loop's
+    runs, so the loop takes them and goes on. Interrupted, the CLI says what is kept, in one line.
+    TEST DATA: a runner returning constructed results (``make_result``, each at accuracy 0.999) at
+    once, interrupted at its second run."""
+    import advisor.harness as harness_module
+    from advisor._recommend._budget import interrupted_trials, loop_choices
+
+    from _knowledge_rows import make_result
+
+    here = _rec(shipped, "digits", top=1, cores=1, profile=None).target.hardware_id  # runs of this machine, as the CLI's
+    calls: list[tuple[str, float, int]] = []
+    stop_at = [2]
+
+    def fake_run(workload: Any, cfg: Any, **_: Any) -> Any:
+        calls.append((workload.model, cfg.learning_rate, cfg.epochs))
+        if len(calls) == stop_at[0]:
+            raise KeyboardInterrupt
+        return dataclasses.replace(make_result(cfg, "digits", hardware_id=here), test_accuracy=0.999)  # a run worth ranking
+
+    monkeypatch.setattr(harness_module, "run_trial", fake_run)
+    args = ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]), "--candidates", "100",
+            "--dataset", "digits", "--cpu", "--cores", "1", "--max-time", "30", "--budget", "40s"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 130, first.output
+    last = [line for line in first.output.splitlines() if line.strip()][-1]
+    assert last.startswith("error: interrupted: 1 finished run of the loop is kept in ") and "resume" in last
+    done = calls[:1]
+    own = kb.user_knowledge_path()
+    assert len(kb.read(own)) == 1
+    # what the bug did: the runs counted as measured candidates change what the loop would measure
+    before = rc.recommend("digits", device_kind="cpu", cores=1, constraints=rc.Constraints(max_time_s=30.0),
+                           top=16, table=shipped[0], model_dir=shipped[1], candidates_per_framework=100)
+    asked = [c.config for c in loop_choices(before)]
+    again = rc.recommend("digits", device_kind="cpu", cores=1, constraints=rc.Constraints(max_time_s=30.0),
+                         top=16, table=shipped[0], model_dir=shipped[1], candidates_per_framework=100,
+                         own_table=own)
+    assert [c.config for c in loop_choices(again)] != asked
+    calls.clear()
+    stop_at[0] = 0
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0, second.output
+    assert "1 run taken from an interrupted loop" in second.output  # the interrupted loop's state, taken up
+    assert calls and not set(done) & set(calls)  # nothing it finished runs again
+    assert "Resuming the loop interrupted on this request: 1 finished run of it is" in second.output
+    (state,) = (kb.user_knowledge_path().parent / "loops").glob("*.json")
+    assert json.loads(state.read_text())["finished"] is True
+    assert not interrupted_trials(json.loads(state.read_text())["request"])  # finished: nothing held back

@@ -20,7 +20,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class Measured:
 
 
 def with_own_trials(table: knowledge.Table, own: str | Path | None, workload: WorkloadInfo,
-                    ) -> tuple[knowledge.Table, frozenset[str], str | None]:
+                    leave_out: Collection[str] = ()) -> tuple[knowledge.Table, frozenset[str], str | None]:
     """``table`` with the rows of the user's own knowledge base ``own`` that ran this workload's
     dataset (on any device) appended, for measured evidence only (the surrogate is not refitted).
 
@@ -91,7 +91,8 @@ def with_own_trials(table: knowledge.Table, own: str | Path | None, workload: Wo
     ``dataset_variant``), not by the path it was given by: a run of ``data.npz`` counts for
     ``./data.npz`` and for the file moved elsewhere, and a run of another ``data.npz`` (or of an older
     version of the file) does not; those rows take the name asked. Rows whose trial id ``table``
-    already holds are left out (a user who merged the shipped table into theirs counts each run once).
+    already holds are left out (a user who merged the shipped table into theirs counts each run once),
+    and so are those named in ``leave_out`` (an interrupted loop's runs, asked again as it was asked).
 
     Returns:
         ``(table, own_ids, problem)``: the table to read evidence from, the trial ids it took from
@@ -107,7 +108,7 @@ def with_own_trials(table: knowledge.Table, own: str | Path | None, workload: Wo
     have = set(table["trial_id"])
     same = _same_data(workload, mine)
     rows = [i for i, (d, v, tid) in enumerate(zip(mine["dataset_name"], mine["dataset_variant"], mine["trial_id"]))
-            if same(d, v) and tid not in have]
+            if same(d, v) and tid not in have and str(tid) not in leave_out]
     if not rows:
         return table, frozenset(), None
     cols = {name: list(values) + [workload.dataset if name == "dataset_name" else mine.columns[name][i] for i in rows]

@@ -38,7 +38,11 @@ case: held-out Fashion-MNIST in ``benchmarks/results/own-trials.md``).
 A trial starts only when its predicted time (the upper edge of its band, scaled to its epochs; once
 the candidate has run, its measured time per epoch) fits what is left of the budget. Every finished trial is merged into the user's knowledge base at once,
 and the loop's progress is kept in a state file next to it, keyed by the question: run the same
-command again after an interruption and finished trials are not run again.
+command again after an interruption and finished trials are not run again. The runs an interrupted
+loop recorded are in the user's knowledge base by then, where the next answer would count them as
+measured candidates and so rank other choices: the request the loop answers (:func:`request_key`)
+is kept in its state, and asked again it is answered without them (:func:`interrupted_trials`), so
+the loop resumes on the choices it started with.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ from advisor._recommend._verify import evaluation_s, wall_limit_s
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
-__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "loop_choices", "rank_runs", "MIN_CANDIDATES",
-           "LOOP_POOL"]
+__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "interrupted_trials", "loop_choices", "rank_runs",
+           "request_key", "MIN_CANDIDATES", "LOOP_POOL"]
 
 #: Choices taken into the loop besides the obvious default.
 MIN_CANDIDATES = 4
@@ -111,6 +115,33 @@ class LoopResult:
 
 def _state_path(knowledge_path: Path, key: str) -> Path:
     return knowledge_path.parent / "loops" / f"{key}.json"
+
+
+def request_key(request: dict[str, Any]) -> str:
+    """A short digest of a request as the user asked it (dataset, bounds, budget, options): the
+    loop's state remembers which request it answers, before its own runs change the answer."""
+    return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def interrupted_trials(request: str, knowledge_path: str | Path | None = None) -> frozenset[str]:
+    """Trial ids recorded by loops of ``request`` that did not finish (none when there is none).
+
+    Leave them out of the answer to ask the question as the interrupted loop asked it; that loop's
+    state then matches and its finished runs are taken, not run again.
+    """
+    from advisor import knowledge
+
+    path = Path(knowledge_path) if knowledge_path is not None else knowledge.user_knowledge_path()
+    ids: set[str] = set()
+    for state in sorted((path.parent / "loops").glob("*.json")):
+        try:
+            data = json.loads(state.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("request") == request and data.get("finished") is False:
+            ids.update(str(r["trial_id"]) for r in (data.get("runs") or {}).values()
+                       if isinstance(r, dict) and r.get("trial_id"))
+    return frozenset(ids)
 
 
 def _key(rec: Recommendation, budget_s: float, labels: list[tuple[str, dict[str, Any], str]]) -> str:
@@ -228,8 +259,11 @@ def _epoch_line(on_progress: Callable[[str], None], result: LoopResult, budget_s
 def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = None,
                 knowledge_path: str | Path | None = None, workdir: str | Path | None = None,
                 on_progress: Callable[[str], None] | None = None,
-                run: Callable[..., TrialResult] | None = None) -> LoopResult:
+                run: Callable[..., TrialResult] | None = None, request: str | None = None) -> LoopResult:
     """Successive halving within ``budget_s`` seconds of measuring (see the module docstring).
+
+    ``request`` (:func:`request_key`) is kept in the loop's state, with whether the loop finished,
+    for :func:`interrupted_trials`.
 
     Raises:
         ConstraintError: When the budget cannot pay for one trial of the quickest candidate.
@@ -355,7 +389,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
                             c.accuracy.mid if epochs == full else float("nan"))
                 knowledge.append_to_user_knowledge([trial], hardware=hardware.load_cached(), path=path)
                 done[run_key] = r.__dict__
-                _save_state(state_file, done)
+                _save_state(state_file, done, request=request, finished=False)
                 if trial.train_time_s:  # learnt from the runs: the largest start-up seen so far
                     seen = max(1.0, wall - trial.train_time_s - (trial.eval_time_s or 0.0))
                     seen_overheads[_label(c)] = max(seen, seen_overheads.get(_label(c), 0.0))
@@ -409,13 +443,16 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             break
         rung += 1
         rung_share = 1.0 if sum(_label(c) not in complete for c in alive) == 1 else 0.7
+    if done:
+        _save_state(state_file, done, request=request, finished=True)
     return result
 
 
-def _save_state(path: Path, runs: dict[str, dict[str, Any]]) -> None:
+def _save_state(path: Path, runs: dict[str, dict[str, Any]], *, request: str | None, finished: bool) -> None:
     from advisor._atomic import atomic_write
     from advisor._json import json_safe
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(json_safe({"runs": runs}), indent=1) + "\n")
+    state = {"request": request, "finished": finished, "runs": runs}
+    atomic_write(path, json.dumps(json_safe(state), indent=1) + "\n")
 

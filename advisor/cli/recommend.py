@@ -272,7 +272,7 @@ def _print_loop(loop: Any, rec: Any, data_dir: str | None = None) -> None:
             if w.epochs < int(source.config["epochs"]):
                 out.print(f"    (the loop cut it to {count_text(w.epochs, 'epoch')} of {source.config['epochs']}; "
                           f"{w.label}'s command above runs it in full, which the loop did not measure)", highlight=False)
-    resumed = f"; {loop.resumed} runs taken from an interrupted loop" if loop.resumed else ""
+    resumed = f"; {count_text(loop.resumed, 'run')} taken from an interrupted loop" if loop.resumed else ""
     err.print(f"Spent {loop.spent_s:.0f} s of {loop.budget_s:.0f} s{resumed}. Trials added to {loop.knowledge_path}; "
               f"loop state in {loop.state_path}.")
 
@@ -345,12 +345,24 @@ def recommend_command(
         pool = max(top, LOOP_POOL)
     if data_dir is not None and train_samples is None:
         train_samples = _present(dataset, data_dir)
+    request: str | None = None
+    held: frozenset[str] = frozenset()
+    if budget_s is not None:  # a loop interrupted on this request resumes on the answer it started from
+        from advisor._recommend._budget import interrupted_trials, request_key
+
+        asked = str(Path(dataset).resolve()) if Path(dataset).is_file() else dataset
+        request = request_key({
+            "dataset": asked, "model": model, "train_samples": train_samples, "gpu": gpu, "gpu_model": gpu_model,
+            "cores": cores, "constraints": dataclasses.asdict(constraints), "prefer": prefer.value,
+            "frameworks": names, "pool": pool, "table": table, "model_dir": model_dir, "own_trials": own_trials,
+            "data_dir": data_dir, "candidates": candidates, "seed": seed, "budget_s": budget_s})
+        held = interrupted_trials(request) if own_trials else frozenset()
     try:
         rec = rc.recommend(
             dataset, model=model, train_samples=train_samples, device_kind="gpu" if gpu else "cpu", gpu_model=gpu_model,
             cores=cores, constraints=constraints, prefer=prefer.value, frameworks=names, top=pool, table=table,
             model_dir=model_dir, candidates_per_framework=candidates, seed=seed, on_progress=lambda m: err.print(m + " ..."),
-            own_table=knowledge.user_knowledge_path() if own_trials else None,
+            own_table=knowledge.user_knowledge_path() if own_trials else None, leave_out_own=held,
         )
     except ConstraintError as exc:
         if not target_accuracy:
@@ -375,9 +387,18 @@ def recommend_command(
         measured = dataclasses.replace(rec, choices=tuple(loop_choices(rec)))  # what the loop measures, as ranked
         if not as_json:
             _print(measured)
+        if held:
+            err.print(f"Resuming the loop interrupted on this request: {count_text(len(held), 'finished run')} of it "
+                      f"{'is' if len(held) == 1 else 'are'} not run again (nor counted as your own runs until it ends).")
         err.print(f"Closed loop: measuring the top recipes and the obvious default within {budget_s:.0f} s ...")
-        loop = closed_loop(rec, budget_s, data_dir=str(data_dir) if data_dir else None,
-                           on_progress=lambda m: err.print("  " + m))
+        try:
+            loop = closed_loop(rec, budget_s, data_dir=str(data_dir) if data_dir else None,
+                               on_progress=lambda m: err.print("  " + m), request=request)
+        except KeyboardInterrupt:
+            kept = len(interrupted_trials(request)) if request is not None else 0
+            fail(f"interrupted: {count_text(kept, 'finished run')} of the loop {'is' if kept == 1 else 'are'} kept in "
+                 f"{knowledge.user_knowledge_path()}; run the same command again to resume" if kept else
+                 "interrupted before a run of the loop finished; run the same command again to start it", code=130)
         if as_json:
             data = measured.to_dict()
             data["loop"] = loop.to_dict()
