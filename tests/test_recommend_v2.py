@@ -165,6 +165,7 @@ def test_impossible_target_accuracy_is_one_line_naming_the_highest_predicted(shi
     (["--budget", "soon"], "'--budget' option must be a positive number"),
     (["--budget", "60s", "--verify", "1"], "--budget or --verify"),
     (["--target-accuracy", "120%"], "'--target-accuracy' option must be a fraction"),
+    (["--cpu", "--cores", "100000"], "--cores must be at most"),  # more than this machine has: oversubscribed runs
 ])
 def test_bad_loop_and_target_options_get_one_line(shipped: tuple[Path, Path], args: list[str], needle: str) -> None:
     result = runner.invoke(app, ["recommend", "--table", str(shipped[0]), "--model-dir", str(shipped[1]),

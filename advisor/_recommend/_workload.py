@@ -93,7 +93,12 @@ def resolve_target(device_kind: str = "cpu", *, gpu_model: str | None = None, co
         from advisor import hardware
 
         profile = hardware.load_cached() or hardware.identity()
-    n_cores = cores or len(profile.affinity) or profile.logical_cores
+    available = len(profile.affinity) or profile.logical_cores
+    if device_kind == "cpu" and cores is not None and available and cores > available:
+        # the answer is for this machine's CPU: its default and presets would run oversubscribed
+        raise invalid_parameter("cores", "recommend", f"at most {available}, the cores this machine lets "
+                                f"advisor use (a CPU answer is for this machine)", cores)
+    n_cores = cores or available
     if device_kind == "gpu" and not profile.gpus:
         return Target("gpu", n_cores, gpu_model, "", {}, None, None)
     gpu = (gpu_model or profile.gpus[0].name) if device_kind == "gpu" else None
