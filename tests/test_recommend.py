@@ -434,3 +434,19 @@ def test_verify_scores_a_run_that_stopped_short_of_its_target_for_another_reason
     v = results[0]
     assert v.status == "ok" and v.measured["test_accuracy"] < 0.9999
     assert v.within_band["test_accuracy"] is not None and not (v.note or "").endswith("stopped there")
+
+
+def test_the_nearest_measured_dataset_weighs_the_training_samples(tmp_path: Path) -> None:
+    """14x14 images lie nearer digits' 8x8 than MNIST's 28x28 in pixels; with 60,000 of them MNIST
+    (measured up to 60,000) is the nearer dataset, and its trials the evidence that says something of
+    the run's time; with 1,000 of them digits is."""
+    import dataclasses
+
+    from advisor._recommend._evidence import nearest_dataset
+
+    kb.write(rows(60, seed=2, datasets=("digits", "mnist")), tmp_path / "t.csv.gz")
+    table = kb.read(tmp_path / "t.csv.gz")
+    shape = rc.describe_workload("synthetic:14x14x1")
+    many, few = (dataclasses.replace(shape, train_samples=n) for n in (60000, 1000))
+    assert nearest_dataset(table, many)[0] == "mnist"
+    assert nearest_dataset(table, few)[0] == "digits"

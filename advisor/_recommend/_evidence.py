@@ -104,16 +104,26 @@ def nearest_trials(space: TrialSpace, table: knowledge.Table, q: np.ndarray, fra
 
 def nearest_dataset(table: knowledge.Table, workload: WorkloadInfo) -> tuple[str, float] | None:
     """The measured dataset nearest ``workload`` by meta-features, and how near: input size (log2 of
-    the pixels), channels, classes (log2) and, where both are known, how hard it is (4x the landmark
-    difference). ``None`` when the table holds no completed trial with its shape recorded."""
+    the pixels), channels, classes (log2), training samples (half the log2 ratio to the nearest size
+    it was measured at) and, where both are known, how hard it is (4x the landmark difference).
+    ``None`` when the table holds no completed trial with its shape recorded.
+
+    Without the training samples, all of MNIST at 14x14 (60,000 images) cited trials of digits (1,437
+    images at 8x8, nearer in pixels), whose times say nothing of a run over 60,000 images.
+    """
     from advisor.surrogate.features import registry_landmark
 
     h, w, c = workload.input_shape
     mine = workload.landmark if workload.landmark is not None else registry_landmark(workload.dataset)
     seen: dict[str, tuple[Any, ...]] = {}
+    sizes: dict[str, set[int]] = {}
     for i, status in enumerate(table["status"]):
         name = table["dataset_name"][i]
-        if status == "ok" and name and name not in seen and None not in (
+        if status != "ok" or not name:
+            continue
+        if table["train_samples"][i]:
+            sizes.setdefault(name, set()).add(int(table["train_samples"][i]))
+        if name not in seen and None not in (
                 table["input_h"][i], table["input_w"][i], table["input_c"][i], table["num_classes"][i]):
             seen[name] = (table["input_h"][i], table["input_w"][i], table["input_c"][i], table["num_classes"][i])
     best: tuple[str, float] | None = None
@@ -121,6 +131,8 @@ def nearest_dataset(table: knowledge.Table, workload: WorkloadInfo) -> tuple[str
         if not (hh and ww and k):
             continue
         d = (abs(math.log2(h * w / (hh * ww))) + abs(c - cc) + abs(math.log2(workload.num_classes / k)))
+        if workload.train_samples and sizes.get(name):
+            d += 0.5 * min(abs(math.log2(workload.train_samples / n)) for n in sizes[name])
         theirs = registry_landmark(name)
         if not (math.isnan(mine) or math.isnan(theirs)):
             d += 4 * abs(mine - theirs)
