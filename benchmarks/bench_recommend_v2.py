@@ -160,6 +160,19 @@ def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> n
     return out
 
 
+def _rgb32(images: np.ndarray) -> np.ndarray:
+    """uint8 images (N, 28, 28, 1) as (N, 32, 32, 3): 2 pixels of black around, the gray copied to
+    three channels (CIFAR-10's shape)."""
+    padded = np.pad(images, ((0, 0), (2, 2), (2, 2), (0, 0)))
+    return np.repeat(padded, 3, axis=3)
+
+
+def _idx_rgb32(path: Path, name: str) -> None:
+    """An IDX dataset in CIFAR-10's shape (:func:`_rgb32`), all of it."""
+    (x, y), (x_test, y_test) = _idx_pair(name, "train"), _idx_pair(name, "t10k")
+    np.savez(path, x_train=_rgb32(x), y_train=y, x_test=_rgb32(x_test), y_test=y_test)
+
+
 def _idx_noisy(path: Path, name: str, rate: float) -> None:
     """An IDX dataset with ``rate`` of its training labels wrong (:func:`_noisy_labels`), the test labels clean."""
     (x, y), (x_test, y_test) = _idx_pair(name, "train"), _idx_pair(name, "t10k")
@@ -189,7 +202,9 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # 100 classes and a wide image: two digits side by side (28x56), 00 to 99
            "mnist-pairs": _mnist_pairs,
            # heavier label noise on another dataset: all of Fashion-MNIST with 40% of its training labels wrong
-           "fashion-mnist-noisy": lambda path: _idx_noisy(path, "fashion-mnist", 0.4)}
+           "fashion-mnist-noisy": lambda path: _idx_noisy(path, "fashion-mnist", 0.4),
+           # an easy task in a hard task's shape (as SVHN, say): all of Fashion-MNIST at 32x32x3
+           "fashion-mnist-rgb32": lambda path: _idx_rgb32(path, "fashion-mnist")}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
