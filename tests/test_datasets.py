@@ -854,3 +854,16 @@ def test_download_cifar10_extracts_safely_and_is_official(server: _Server, tmp_p
     batch.write_bytes(bytes(raw))
     edited = load(Workload(dataset="cifar10", model="mlp"), download=False)
     assert edited.variant.startswith("cifar-10-batches-bin: 5/5") and edited.fingerprint != data.fingerprint
+
+
+def test_standardise_takes_uint8_data_past_two_to_the_64() -> None:
+    """The exact integer statistics of uint8 data outgrow 64 bits past about 35 million values a
+    channel (all of CIFAR-10, 50,000 images of 32x32, is past it): numpy's sqrt then raised a
+    TypeError and every trial on such data failed. Half black and half white: mean 127.5, std 127.5."""
+    from advisor.datasets import standardise
+
+    x = np.zeros((34000, 32, 32, 1), dtype=np.uint8)
+    x[::2] = 255
+    train, test = standardise(x, x[:4])
+    assert train.dtype == np.float32 and abs(float(train[0].mean()) - 1.0) < 1e-6  # (255 - 127.5) / 127.5
+    assert abs(float(train[1].mean()) + 1.0) < 1e-6
