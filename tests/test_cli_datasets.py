@@ -106,6 +106,17 @@ def test_download_checksum_mismatch_exits_1(server: _Server, tmp_path: Path) -> 
     assert last.startswith("error: Checksum mismatch for ") and "440fcabf" in last
 
 
+def test_a_download_that_never_connects_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No byte arrived, so no progress was drawn: the error is the only line (the progress display
+    left a blank line above it)."""
+    remotes = tuple(download_module.RemoteFile(r.name, ("http://127.0.0.1:9/" + r.name,), r.sha256)
+                    for r in download_module.SOURCES["mnist"])
+    monkeypatch.setitem(download_module.SOURCES, "mnist", remotes)
+    result = runner.invoke(app, ["datasets", "download", "mnist", "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: Download of "), result.stderr
+
+
 def test_download_of_a_builtin_needs_nothing() -> None:
     result = runner.invoke(app, ["datasets", "download", "digits"])
     assert result.exit_code == 0, result.output

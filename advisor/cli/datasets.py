@@ -138,19 +138,27 @@ def download_command(
 
     Example: advisor datasets download mnist --cache-dir ~/data
     """
+    from contextlib import ExitStack
+
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     from advisor.datasets import download_dataset, get_info
 
     info = get_info(name)  # unknown names fail here, before any network access
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  console=err, transient=False) as bar:
+    # The display starts with the first bytes: started at once, it leaves a blank line (even when
+    # transient) above a one-line error when nothing ever arrives.
+    with ExitStack() as stack:
+        bars: list[Any] = []
         tasks: dict[str, Any] = {}
 
         def progress(file: str, done: int, total: int | None) -> None:
+            if not bars:
+                bars.append(stack.enter_context(Progress(
+                    TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    console=err, transient=False)))
             if file not in tasks:
-                tasks[file] = bar.add_task(file, total=total)
-            bar.update(tasks[file], completed=done, total=total)
+                tasks[file] = bars[0].add_task(file, total=total)
+            bars[0].update(tasks[file], completed=done, total=total)
 
         folder = download_dataset(info.name, cache_dir=cache_dir, mirror=mirror, progress=progress)
     if folder is None:
