@@ -36,8 +36,27 @@ def test_onecycle_warms_up_then_falls_linearly_to_near_zero() -> None:
     assert rates[-1] == pytest.approx(0.4 / 75)
 
 
+def test_restarts_anneal_in_cycles_that_double_and_the_last_ends_with_the_run() -> None:
+    """30 epochs of 10 steps: four cycles (floor(log2 31)) of 2, 4, 8 and 16 epochs, each a cosine
+    from the full rate to near 0, so an annealed accuracy comes after 2, 6, 14 and 30 epochs. Under a
+    time budget the projected epochs (``epochs``) set the cycles."""
+    config = Config(framework="torch", learning_rate=0.4, epochs=30, schedule="restarts")
+    rates = [learning_rate_at(config, t, 300) for t in range(300)]
+    jumps = [t for t in range(1, 300) if rates[t] > rates[t - 1]]
+    assert jumps == [20, 60, 140]
+    assert rates[0] == rates[20] == rates[60] == rates[140] == 0.4
+    assert all(rates[t - 1] < 0.01 for t in jumps) and rates[-1] < 0.001
+    cycle = rates[60:140]  # the third: one cosine over 80 steps
+    assert cycle[40] == pytest.approx(0.2) and cycle == sorted(cycle, reverse=True)
+    short = [learning_rate_at(config, t, 60, epochs=6) for t in range(60)]  # 6 epochs projected: 2 cycles
+    assert [t for t in range(1, 60) if short[t] > short[t - 1]] == [20]
+    one = [learning_rate_at(Config(framework="torch", learning_rate=0.4, epochs=1, schedule="restarts"), t, 10)
+           for t in range(10)]
+    assert one == _rates(10, schedule="cosine", epochs=1)  # one epoch: one cycle, plain cosine
+
+
 def test_warm_up_applies_to_every_schedule() -> None:
-    for schedule in ("constant", "step", "cosine", "onecycle", "inv"):
+    for schedule in ("constant", "step", "cosine", "onecycle", "inv", "restarts"):
         rates = _rates(schedule=schedule, warmup_fraction=0.1)
         assert rates[0] == pytest.approx(0.04) and rates[9] == pytest.approx(0.4), schedule
 

@@ -218,7 +218,8 @@ def test_cuda_index_out_of_range_is_a_device_error() -> None:
 # ------------------------------------------------------------------ recipe knobs (advisor.knobs)
 
 
-@pytest.mark.parametrize("schedule,warmup", [("onecycle", 0.2), ("cosine", 0.0), ("step", 0.1), ("inv", 0.0)])
+@pytest.mark.parametrize("schedule,warmup", [("onecycle", 0.2), ("cosine", 0.0), ("step", 0.1), ("inv", 0.0),
+                                             ("restarts", 0.0)])
 def test_learning_rate_applied_per_step_follows_the_schedule(digits, schedule: str, warmup: float) -> None:
     from advisor.frameworks.base import learning_rate_at
 

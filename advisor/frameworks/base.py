@@ -38,7 +38,7 @@ from advisor.models import ModelSpec
 from advisor.records import Config
 
 __all__ = ["Trainer", "ProtocolResult", "TrialDiverged", "run_protocol", "batches", "DIVERGENCE_FACTOR",
-           "learning_rate_at", "augment", "budget_epochs"]
+           "learning_rate_at", "restart_cycles", "augment", "budget_epochs"]
 
 # A mean epoch loss above this multiple of chance-level loss (ln C) counts as diverged.
 DIVERGENCE_FACTOR = 10.0
@@ -68,13 +68,24 @@ def budget_epochs(budget_s: float, epoch_times: list[float], cap: int) -> int:
     return max(done, min(cap, done + max(more, 0)))
 
 
-def learning_rate_at(config: Config, step: int, total_steps: int) -> float:
+def restart_cycles(epochs: int) -> int:
+    """How many cycles a ``restarts`` schedule of ``epochs`` epochs has: lengths 1, 2, 4, ... times
+    the first, as many as keep the first at least an epoch (``floor(log2(epochs + 1))``)."""
+    return max(1, int(math.floor(math.log2(max(int(epochs), 1) + 1))))
+
+
+def learning_rate_at(config: Config, step: int, total_steps: int, *, epochs: int | None = None) -> float:
     """The learning rate of optimizer step ``step`` (0-based) out of ``total_steps``.
 
     The warm-up (``warmup_fraction`` of the steps) ramps the rate linearly from ``lr / W`` to
     ``lr``; then ``constant`` keeps it, ``step`` divides it by 10 at 50% and 75% of the run,
     ``cosine`` follows half a cosine towards 0, ``onecycle`` falls linearly towards 0,
-    and ``inv`` is Caffe's ``lr * (1 + 1e-4 * t) ** -0.75``.
+    ``inv`` is Caffe's ``lr * (1 + 1e-4 * t) ** -0.75``, and ``restarts`` is cosine annealing with
+    warm restarts (SGDR) whose cycles double: :func:`restart_cycles` of the run's ``epochs``
+    (default the config's), in proportion 1, 2, 4 ..., filling the steps after the warm-up, so the
+    last cycle ends with the run. A cosine run peaks near its end: asked for a target whose length
+    is not known, one 30-epoch cycle reaches what a 4-epoch one would at its 20th epoch or later,
+    where the cycles reach an annealed accuracy after about 1, 3, 7, 15 ... epochs' worth.
     """
     lr = config.learning_rate
     total = max(int(total_steps), 1)
@@ -90,6 +101,12 @@ def learning_rate_at(config: Config, step: int, total_steps: int) -> float:
         return lr * 0.1 ** sum(progress >= p for p in STEP_DROPS)
     if config.schedule == "cosine":
         return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if config.schedule == "restarts":
+        n = restart_cycles(config.epochs if epochs is None else epochs)
+        position = progress * (2 ** n - 1)  # in units of the first cycle's length
+        k = min(int(math.floor(math.log2(position + 1.0))), n - 1)  # the cycle this step is in
+        within = (position - (2 ** k - 1)) / 2 ** k
+        return lr * 0.5 * (1.0 + math.cos(math.pi * min(within, 1.0)))
     return lr * max(1.0 - progress, 0.0)  # onecycle: the last step runs at lr / (steps after warm-up)
 
 
@@ -135,15 +152,17 @@ class Trainer(abc.ABC):
     def __init__(self, config: Config) -> None:
         self.config = config
         self.total_steps_ = 1
+        self.schedule_epochs_ = max(1, config.epochs)
 
     def plan(self, steps_per_epoch: int, epochs: int | None = None) -> None:
         """Record the trial's length in optimizer steps (the schedule spans all of them); ``epochs``
         (default the config's) is the run's projected length under a time budget."""
-        self.total_steps_ = max(1, int(steps_per_epoch) * (self.config.epochs if epochs is None else int(epochs)))
+        self.schedule_epochs_ = max(1, self.config.epochs if epochs is None else int(epochs))
+        self.total_steps_ = max(1, int(steps_per_epoch) * self.schedule_epochs_)
 
     def lr_at(self, step: int) -> float:
         """The scheduled learning rate of global step ``step``."""
-        return learning_rate_at(self.config, step, self.total_steps_)
+        return learning_rate_at(self.config, step, self.total_steps_, epochs=self.schedule_epochs_)
 
     def current_learning_rate(self) -> float | None:
         """The rate the framework's optimizer holds now (read back from it), if it exposes one."""
