@@ -158,8 +158,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("schedule", "choice", "constant",
          "Learning-rate schedule, applied per step: constant, step (x0.1 at 50% and 75%), cosine, "
          "onecycle (warm-up then linear decay to 0), inv (Caffe's) or restarts (cosine cycles that double, "
-         "the first about an epoch, the last ending with the run: with --stop-at-accuracy a run meets a target "
-         "at the end of the first cycle that reaches it).",
+         "the first an epoch or more, the last ending with the run).",
          choices=SCHEDULES, encoding="cat", flag="--schedule"),
     Knob("warmup_fraction", "float", 0.0, "Share of the steps spent warming the rate up linearly.",
          low=0.0, high=0.5, flag="--warmup"),

@@ -858,7 +858,7 @@ def test_download_cifar10_extracts_safely_and_is_official(server: _Server, tmp_p
 
 def test_standardise_takes_uint8_data_past_two_to_the_64() -> None:
     """The exact integer statistics of uint8 data outgrow 64 bits past about 35 million values a
-    channel (all of CIFAR-10, 50,000 images of 32x32, is past it): numpy's sqrt then raised a
+    channel (all of Fashion-MNIST at 32x32x3 is past it): numpy's sqrt then raised a
     TypeError and every trial on such data failed. Half black and half white: mean 127.5, std 127.5."""
     from advisor.datasets import standardise
 

@@ -64,8 +64,8 @@ def _uint8_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             s1 += int(plane.sum(dtype=np.uint64))
             s2 += int(np.square(plane, dtype=np.uint32).sum(dtype=np.uint64))
         mean[c] = s1 / count
-        # math.sqrt takes the exact integer at any size (numpy's sqrt does not past 2**64: all of
-        # CIFAR-10, 50,000 images of 32x32, is past it) and rounds it as numpy did below
+        # math.sqrt takes the exact integer at any size (numpy's sqrt cannot take one past 2**64,
+        # which uint8 data reach at some 35 million values a channel) and rounds it as numpy did below
         std[c] = math.sqrt(max(count * s2 - s1 * s1, 0)) / count
     return mean, std
 

@@ -108,8 +108,8 @@ def nearest_dataset(table: knowledge.Table, workload: WorkloadInfo) -> tuple[str
     it was measured at) and, where both are known, how hard it is (4x the landmark difference).
     ``None`` when the table holds no completed trial with its shape recorded.
 
-    Without the training samples, all of MNIST at 14x14 (60,000 images) cited trials of digits (1,437
-    images at 8x8, nearer in pixels), whose times say nothing of a run over 60,000 images.
+    Without the training samples, a large dataset of small images cited the trials of a small dataset
+    nearer in pixels, whose times say nothing of a run over the large one.
     """
     from advisor.surrogate.features import registry_landmark
 

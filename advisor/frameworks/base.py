@@ -83,9 +83,10 @@ def learning_rate_at(config: Config, step: int, total_steps: int, *, epochs: int
     ``inv`` is Caffe's ``lr * (1 + 1e-4 * t) ** -0.75``, and ``restarts`` is cosine annealing with
     warm restarts (SGDR) whose cycles double: :func:`restart_cycles` of the run's ``epochs``
     (default the config's), in proportion 1, 2, 4 ..., filling the steps after the warm-up, so the
-    last cycle ends with the run. A cosine run peaks near its end: asked for a target whose length
-    is not known, one 30-epoch cycle reaches what a 4-epoch one would at its 20th epoch or later,
-    where the cycles reach an annealed accuracy after about 1, 3, 7, 15 ... epochs' worth.
+    last cycle ends with the run. A cosine run peaks near its end, so a target that a shorter run
+    would reach comes late in one long cycle; the doubling cycles reach an annealed accuracy after
+    1, 3, 7, 15 ... first-cycle lengths, at the price of a shorter last cycle
+    (``benchmarks/results/restarts.md`` has what that buys and costs).
     """
     lr = config.learning_rate
     total = max(int(total_steps), 1)
