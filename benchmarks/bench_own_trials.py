@@ -144,12 +144,7 @@ def _figure(runs: list[dict[str, Any]], c: dict[str, Any]) -> tuple[float | None
 
 
 def render(_: argparse.Namespace) -> None:
-    stored: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for r in read_jsonl(rv2.RAW):
-        stored[(r["key"], r["arm"], r.get("repeat", -1))] = r
-    mine: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for r in read_jsonl(RAW):
-        mine[(r["key"], r["arm"], r.get("repeat", -1))] = r
+    stored, mine = rv2.latest_runs(), rv2.latest_runs(RAW)
     rows = []
     for key in sorted({k for k, arm, _ in mine if arm == "loop"}):
         loop = mine[(key, "loop", -1)]

@@ -441,10 +441,17 @@ def _provenance() -> list[str]:
     return _prose(RUNS) or [f"Rendered by `{command_line()}` at {git_rev()}."]
 
 
-def render(_: argparse.Namespace) -> None:
+def latest_runs(path: Path = RAW) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The last record of each (request, arm, repeat) in ``path``: a run repeated (contended, or
+    its pick changed since) counts once, as it last ran."""
     latest: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for r in read_jsonl(RAW):  # a run repeated (its pick changed since) counts once: the last
+    for r in read_jsonl(path):
         latest[(r["key"], r["arm"], r.get("repeat", -1))] = r
+    return latest
+
+
+def render(_: argparse.Namespace) -> None:
+    latest = latest_runs()
     records = [r for r in latest.values() if r.get("repeat", -1) >= 0]
     answered = {r["key"] for r in records if r["arm"] == "pick"}
     errors = [r for r in latest.values() if r.get("repeat") == -1 and r["key"] not in answered]

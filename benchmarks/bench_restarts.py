@@ -38,12 +38,8 @@ REPORT = RESULTS / "restarts.md"
 
 
 def _verified(key: str, arm: str) -> list[dict[str, Any]]:
-    """recommend.md's latest uncontended run of each repeat of ``arm`` for ``key``."""
-    latest: dict[int, dict[str, Any]] = {}
-    for r in read_jsonl(rv2.RAW):
-        if r.get("key") == key and r.get("arm") == arm and r.get("repeat", -1) >= 0 and not r.get("contended"):
-            latest[r["repeat"]] = r
-    return [latest[k] for k in sorted(latest)]
+    """recommend.md's runs of ``arm`` for ``key``, each repeat as it last ran (as that report counts them)."""
+    return [r for (k, a, rep), r in sorted(rv2.latest_runs().items()) if k == key and a == arm and rep >= 0]
 
 
 def _target(key: str) -> float:
