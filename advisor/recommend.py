@@ -253,9 +253,17 @@ def recommend(
     cands = unique(cands)
     own_used = sorted({tid for c in cands for got in (c.measured, c.accuracy_of) if got is not None
                        for tid in got.trial_ids if tid in own_ids})
+    own_measured = {tid for c in cands if c.measured is not None for tid in c.measured.trial_ids if tid in own_ids}
     if own_used:
-        notes.append(f"{len(own_used)} of your own runs of this workload (in {own_table}) are candidates with their "
-                     f"measured values (--no-own-trials leaves them out).")
+        # a run lends all its measured values only to a candidate on its own hardware and size;
+        # elsewhere (a GPU asked, another size) only its accuracy
+        what = ("with their measured values" if len(own_measured) == len(own_used) else
+                "with their measured accuracy (their time and memory, on other hardware or another size, are "
+                "predicted)" if not own_measured else
+                f"with their measured values ({len(own_used) - len(own_measured)} of them with their accuracy only: "
+                "their time and memory, on other hardware or another size, are predicted)")
+        notes.append(f"{len(own_used)} of your own runs of this workload (in {own_table}) are candidates {what} "
+                     f"(--no-own-trials leaves them out).")
     sizes = sorted({got.train_samples for c in cands for got in (c.measured, c.accuracy_of)
                     if got is not None and got.train_samples and got.train_samples != workload.train_samples})
     if sizes:

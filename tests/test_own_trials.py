@@ -102,6 +102,10 @@ def test_a_run_of_the_users_that_answers_the_question_is_the_answer_with_the_def
     assert set(after.own_trials) == {"mine-pick", "mine-default"}
     assert any("2 of your own runs" in w and str(path) in w for w in after.warnings)
     assert any("your own 2 runs of it are the evidence cited" in r for r in after.reasons)
+    # Asked for a GPU, the same CPU runs lend only their accuracy, and the warning says so.
+    gpu = _rec(shipped, npz, constraints=ask, top=3, own_table=path, device_kind="gpu")
+    note = [w for w in gpu.warnings if "of your own runs" in w]
+    assert len(note) == 1 and "measured accuracy" in note[0] and "measured values" not in note[0]
     # The same file left out: the answer of the table alone.
     again = _rec(shipped, npz, constraints=ask, top=3)
     assert [c.config for c in again.choices] == [c.config for c in before.choices]
