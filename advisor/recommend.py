@@ -257,13 +257,14 @@ def recommend(
     if own_used:
         # a run lends all its measured values only to a candidate on its own hardware and size;
         # elsewhere (a GPU asked, another size) only its accuracy
-        what = ("with their measured values" if len(own_measured) == len(own_used) else
-                "with their measured accuracy (their time and memory, on other hardware or another size, are "
+        n, its, them = len(own_used), ("its" if len(own_used) == 1 else "their"), ("it" if len(own_used) == 1 else "them")
+        what = (f"with {its} measured values" if len(own_measured) == n else
+                f"with {its} measured accuracy ({its} time and memory, on other hardware or another size, are "
                 "predicted)" if not own_measured else
-                f"with their measured values ({len(own_used) - len(own_measured)} of them with their accuracy only: "
-                "their time and memory, on other hardware or another size, are predicted)")
-        notes.append(f"{len(own_used)} of your own runs of this workload (in {own_table}) are candidates {what} "
-                     f"(--no-own-trials leaves them out).")
+                f"with their measured values ({n - len(own_measured)} of them with the accuracy only: their time and "
+                "memory, on other hardware or another size, are predicted)")
+        notes.append(f"{n} of your own runs of this workload (in {own_table}) "
+                     f"{'is a candidate' if n == 1 else 'are candidates'} {what} (--no-own-trials leaves {them} out).")
     sizes = sorted({got.train_samples for c in cands for got in (c.measured, c.accuracy_of)
                     if got is not None and got.train_samples and got.train_samples != workload.train_samples})
     if sizes:

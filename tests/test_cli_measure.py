@@ -88,6 +88,33 @@ def test_table_output_and_progress_for_an_ok_trial(tmp_path: Path) -> None:
     assert _no_trial_children()
 
 
+def test_a_measured_trial_joins_the_users_knowledge_base_unless_asked_not_to(tmp_path: Path) -> None:
+    """What the user measures is evidence for the next answer: the trial is merged into
+    $ADVISOR_HOME/knowledge.csv.gz (set per test by conftest); a file that cannot take it costs the
+    record, in one line, not the measurement, and is left as it was."""
+    import os
+
+    import advisor.knowledge as kb
+
+    path = Path(os.environ["ADVISOR_HOME"]) / "knowledge.csv.gz"
+    args = ("--framework", "sklearn", "--dataset", "digits", "--model", "mlp", "--epochs", "2", "--json")
+    skipped = _invoke(*args, "--no-record")
+    assert skipped.exit_code == 0, skipped.output
+    assert not path.exists() and "recorded" not in skipped.output
+    kept = _invoke(*args)
+    assert kept.exit_code == 0, kept.output
+    assert f"recorded in {path}" in kept.output
+    rows = kb.read(path)
+    trial = json.loads(kept.stdout[kept.stdout.index("{"):])["trial_id"]
+    assert list(rows["trial_id"]) == [trial] and rows["status"][0] == "ok"
+    path.write_bytes(b"not a knowledge base")
+    broken = _invoke(*args)
+    assert broken.exit_code == 0, broken.output
+    warned = [line for line in broken.output.splitlines() if line.startswith("warning: the trial was not recorded")]
+    assert len(warned) == 1 and str(path) in warned[0]
+    assert path.read_bytes() == b"not a knowledge base"
+
+
 def test_a_trial_that_ran_but_failed_exits_2_with_its_result() -> None:
     result = CliRunner().invoke(app, [
         "measure", "--framework", "sklearn", "--dataset", "digits", "--model", "mlp", "--epochs", "2",

@@ -67,6 +67,7 @@ def measure_command(
     memory_cap: Annotated[Optional[str], typer.Option("--memory-cap", help="Memory cap of the trial's processes, e.g. 2GB.")] = None,
     workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Keep the trial's folder (config, log, events) here.")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
+    record: Annotated[bool, typer.Option("--record/--no-record", help="Add the trial to your knowledge base ($ADVISOR_HOME/knowledge.csv.gz), where advisor recommend reads your runs of a workload on this machine as measured evidence.")] = True,
     *,
     knobs: dict[str, Any],
 ) -> None:
@@ -139,8 +140,26 @@ def measure_command(
         print_json(result.to_dict())
     else:
         _table(result)
+    if record:
+        _record(result)
     if result.status != "ok":
         raise typer.Exit(code=EXIT_NOT_OK)
+
+
+def _record(result: Any) -> None:
+    """Merge the trial into the user's knowledge base; a file that cannot be read or written costs
+    the record, not the measurement (printed already), and is left as it was."""
+    from advisor import hardware, knowledge
+
+    path = knowledge.user_knowledge_path()
+    try:
+        knowledge.append_to_user_knowledge([result], hardware=hardware.load_cached(), path=path)
+    except Exception as exc:  # noqa: BLE001 - any reason the file could not take it: said in one line
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        err.print(f"warning: the trial was not recorded in {path}: {reason}", highlight=False)
+        return
+    err.print(f"recorded in {path}: advisor recommend counts it as your own run (--no-record leaves a trial out)",
+              highlight=False)
 
 
 def _table(result: Any) -> None:
