@@ -437,6 +437,9 @@ def test_shell_metacharacters_are_used_literally(tmp_path: Path) -> None:
                    cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["study"] == study
+    # stderr is a pipe: progress is a whole line per finished trial, and no library warning
+    assert any(line.startswith("[1/1] · trial 0: ") for line in done.stderr.splitlines()), done.stderr
+    assert "Warning" not in done.stderr, done.stderr
     assert literal_db.is_file()  # the URL named a file, literally
     listed = advisor("studies", "list", "--storage", "sqlite:///$(touch pwned).db", "--json", cwd=tmp_path)
     assert [s["name"] for s in json.loads(listed.stdout)] == [study]

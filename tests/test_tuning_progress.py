@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from advisor._tuning._read import EPOCH_ATTR, TrialCounts
 from advisor._tuning._spec import RunningTrial, progress_of, read_spec
 from advisor.cli.tune import _Display
@@ -42,7 +44,7 @@ def test_a_study_reports_running_trials_best_and_eta(tmp_path: Path) -> None:
 
 
 def test_display_shows_one_row_per_running_trial_and_the_eta() -> None:
-    display = _Display(10, "s")
+    display = _Display(10, "s", plain=False)
     display(StudyProgress(study="s", n_trials=10, counts=TrialCounts(finished=3, complete=3, running=2),
                           front_size=2, hypervolume=0.5,
                           running=(RunningTrial(number=3, elapsed_s=12.0, epoch=2, epochs=5, accuracy=0.91234),
@@ -52,3 +54,37 @@ def test_display_shows_one_row_per_running_trial_and_the_eta() -> None:
     assert lines[0] == "  trial 3: epoch 2/5 · accuracy 0.9123 · 12 s"
     assert lines[1] == "  trial 4: starting · 1 s"
     assert lines[2] == "  best trial 1: accuracy 0.95, time 3 s · ETA 2.08 min"
+
+
+def test_progress_written_to_a_file_is_a_line_per_finished_trial(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not on a terminal (``advisor tune ... 2> tune.log``) a live display would show nothing until
+    the end: each finished trial writes one whole line instead, and polls in between write none."""
+    def at(finished: int, last: str) -> StudyProgress:
+        return StudyProgress(study="s", n_trials=4, counts=TrialCounts(finished=finished, complete=finished),
+                             front_size=1, hypervolume=0.25, last=last, best="trial 0: accuracy 0.9",
+                             eta_s=30.0 if finished < 4 else 0.0)
+
+    display = _Display(4, "s")  # pytest's stderr is not a terminal
+    assert display.plain
+    with display:
+        for p in (at(0, ""), at(1, "trial 0: ok"), at(1, "trial 0: ok"), at(4, "trial 3: ok")):
+            display(p)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["study s: starting",
+                     "[1/4] · trial 0: ok · ok 1 · pruned 0 · failed 0 · front 1 · hypervolume 0.2500 · "
+                     "best trial 0: accuracy 0.9 · ETA 30 s",
+                     "[4/4] · trial 3: ok · ok 4 · pruned 0 · failed 0 · front 1 · hypervolume 0.2500 · "
+                     "best trial 0: accuracy 0.9"]
+
+
+def test_a_storage_with_heartbeats_opens_without_a_library_warning(tmp_path: Path) -> None:
+    """Optuna marks its stale-trial retry callback experimental; every `advisor tune` printed that
+    warning (two lines of a library's source) above the progress."""
+    import warnings
+
+    from advisor.tuning import open_storage
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_storage(f"sqlite:///{tmp_path}/h.db", heartbeat_interval=10, grace_period=20)
+    assert [str(w.message) for w in caught] == []

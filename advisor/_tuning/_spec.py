@@ -174,11 +174,13 @@ def progress_of(study: Any, spec: StudySpec, *, last: str = "") -> StudyProgress
 
 
 def _best(front: Any, objectives: Sequence[str]) -> str:
-    """The front's best point on the first objective, with the others, in words."""
+    """The front's best point on the first objective, with the others, in words; a point that
+    learnt nothing (chance-level accuracy: fast, but no answer) is best only when all are."""
     if not front.points:
         return ""
     first = objectives[0]
-    pick = (max if OBJECTIVES[first].direction == "maximize" else min)(front.points, key=lambda p: p.values[first])
+    points = [p for p in front.points if not getattr(p, "chance_level", False)] or front.points
+    pick = (max if OBJECTIVES[first].direction == "maximize" else min)(points, key=lambda p: p.values[first])
     parts = [f"{n} {pick.values[n]:.4g}" + (f" {OBJECTIVES[n].unit}" if OBJECTIVES[n].unit else "")
              for n in objectives]
     return f"trial {pick.trial_number}: " + ", ".join(parts)

@@ -165,10 +165,13 @@ def open_storage(url: str, *, heartbeat_interval: int | None = DEFAULT_HEARTBEAT
         engine_kwargs = {"connect_args": {"timeout": 60}}
     kwargs: dict[str, Any] = {}
     if heartbeat_interval is not None:
+        with warnings.catch_warnings():  # experimental in Optuna, said once per process to the user otherwise
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
         kwargs = {
             "heartbeat_interval": int(heartbeat_interval),
             "grace_period": int(grace_period or DEFAULT_GRACE_S),
-            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=3),
+            "heartbeat_stale_trial_callback": retry,
         }
     for attempt in range(SCHEMA_RACE_ATTEMPTS):
         try:

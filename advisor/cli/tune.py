@@ -83,11 +83,16 @@ class _Display:
     hypervolume, one row per running trial (its epoch, test accuracy so far and elapsed time),
     the best finished trial and an ETA. Rows come from the storage, so every worker's trials show."""
 
-    def __init__(self, total: int, name: str) -> None:
+    def __init__(self, total: int, name: str, *, plain: bool | None = None) -> None:
         from rich.console import Group
         from rich.live import Live
         from rich.text import Text
 
+        # Not a terminal (a log file, a pipe): a live display would show nothing until the end, so
+        # a plain line is written as each trial finishes instead.
+        self.plain = not err.is_terminal if plain is None else plain
+        self.name = name
+        self.finished = -1
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err, transient=False,
@@ -98,14 +103,30 @@ class _Display:
         self.live = Live(Group(self.progress, self.rows), console=err, refresh_per_second=2, transient=False)
 
     def __enter__(self) -> "_Display":
-        self.live.start()
+        if self.plain:
+            err.print(f"study {self.name}: starting", highlight=False, soft_wrap=True)
+        else:
+            self.live.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.live.stop()
+        if not self.plain:
+            self.live.stop()
 
     def __call__(self, p: "StudyProgress") -> None:
         c = p.counts
+        if self.plain:
+            if c.finished and c.finished != self.finished:  # a line per finished trial, with where the study stands
+                self.finished = c.finished
+                parts = [f"[{min(c.finished, p.n_trials)}/{p.n_trials}]", p.last or "", f"ok {c.complete}",
+                         f"pruned {c.pruned}", f"failed {c.failed}", f"front {p.front_size}",
+                         f"hypervolume {p.hypervolume:.4f}"]
+                if p.best:
+                    parts.append(f"best {p.best}")
+                if p.eta_s is not None and c.finished < p.n_trials:
+                    parts.append(f"ETA {seconds_text(p.eta_s)}")
+                err.print(" · ".join(x for x in parts if x), highlight=False, soft_wrap=True)
+            return
         status = (f"ok {c.complete} · pruned {c.pruned} · failed {c.failed} · front {p.front_size} · "
                   f"hypervolume {p.hypervolume:.4f}")
         self.progress.update(self.task, completed=min(c.finished, p.n_trials), total=p.n_trials, status=status)
