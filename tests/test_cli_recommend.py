@@ -202,6 +202,19 @@ def test_surrogate_fit_and_evaluate(shipped: tuple[Path, Path], tmp_path: Path) 
     figures = json.loads(result.stdout)["figures"]
     assert {f["scheme"] for f in figures} == {"leave-one-dataset-out", "leave-one-train-size-out", "random-5-fold"}
     assert "## Held-out quality" in card.read_text()
+    # a line on stderr as each objective and scheme is scored (a full run fits dozens of models)
+    steps = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("[")]
+    assert steps and steps[0].startswith("[1/") and "train_time_s, leave-one-dataset-out" in steps[0]
+    total = int(steps[0].split("/")[1].split("]")[0])
+    assert len(steps) == total and steps[-1].startswith(f"[{total}/{total}]")
+
+    # --scheme runs only those asked for; a scheme that does not exist is one line
+    one = runner.invoke(app, ["surrogate", "evaluate", "--table", str(shipped[0]), "--rounds", "20", "--json",
+                              "--scheme", "leave-one-dataset-out"])
+    assert one.exit_code == 0, one.output
+    assert {f["scheme"] for f in json.loads(one.stdout)["figures"]} == {"leave-one-dataset-out"}
+    assert "leave-one-datset-out" in _one_line_error(runner.invoke(
+        app, ["surrogate", "evaluate", "--table", str(shipped[0]), "--scheme", "leave-one-datset-out"]))
 
 
 def test_surrogate_fit_on_a_missing_table(tmp_path: Path) -> None:

@@ -84,6 +84,9 @@ def evaluate_command(
     threads: ThreadsOption = 1,
     card: Annotated[Optional[Path], typer.Option(
         "--card", help="Also write the model card (Markdown) here, e.g. surrogate/MODEL_CARD.md.")] = None,
+    scheme: Annotated[Optional[str], typer.Option(
+        "--scheme", help="Comma-separated schemes to run (default: all): leave-one-dataset-out, "
+                         "leave-one-train-size-out, leave-one-hardware-out, random-5-fold.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Grouped cross-validation: leave one dataset / training size / hardware target out, random 5-fold.
@@ -91,14 +94,22 @@ def evaluate_command(
     Each held-out group is also scored alone (--json: by_group), so a pooled figure cannot hide one.
 
     Example: advisor surrogate evaluate --table kb.csv.gz --card surrogate/MODEL_CARD.md
+
+    Example: advisor surrogate evaluate --scheme leave-one-dataset-out --threads 2 --json
     """
     from advisor import knowledge
-    from advisor.surrogate.evaluate import evaluate, model_card, training_meta
+    from advisor.errors import invalid_parameter
+    from advisor.surrogate.evaluate import SCHEMES, evaluate, model_card, training_meta
 
+    schemes = SCHEMES if scheme is None else tuple(s.strip() for s in scheme.split(",") if s.strip())
+    if not schemes or any(s not in SCHEMES for s in schemes):
+        raise invalid_parameter("--scheme", "advisor surrogate evaluate", f"a comma-separated list of {', '.join(SCHEMES)}",
+                                scheme)
     path = _table_path(table)
     kb = knowledge.read(path)
     err.print(f"Cross-validating on {path} ({len(kb)} trials) ...")
-    result = evaluate(kb.columns, table=str(path), num_threads=threads, num_boost_round=rounds)
+    result = evaluate(kb.columns, table=str(path), schemes=schemes, num_threads=threads, num_boost_round=rounds,
+                      on_progress=lambda line: err.print("  " + line, highlight=False))
     if card is not None:
         model_card(result, meta=training_meta(kb.columns, table_path=path), summary=knowledge.summarize(kb), path=card)
         err.print(f"Wrote the model card to {card}.")

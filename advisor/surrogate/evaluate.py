@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -234,6 +234,7 @@ def evaluate(
     seed: int = 0,
     num_threads: int = 1,
     num_boost_round: int = DEFAULT_ROUNDS,
+    on_progress: Callable[[str], None] | None = None,
 ) -> Evaluation:
     """Cross-validate the surrogate on a table, holding out whole groups.
 
@@ -245,10 +246,25 @@ def evaluate(
         seed: Seed of the models and of the random folds.
         num_threads: LightGBM threads.
         num_boost_round: Boosting rounds per model.
+        on_progress: Called with a line as each objective and scheme is scored (a run of every
+            scheme fits dozens of models).
 
     Returns:
         An :class:`Evaluation`; a scheme with fewer than two groups is listed in ``skipped``.
     """
+    import time
+
+    started = time.monotonic()
+    with_tta = "leave-one-dataset-out" in schemes and {"train_time_s", "test_accuracy"} <= set(objectives)
+    steps = len(objectives) * len(schemes) + with_tta + ("leave-one-hardware-out" in schemes)
+    done = 0
+
+    def said(what: str) -> None:
+        nonlocal done
+        done += 1
+        if on_progress is not None:
+            on_progress(f"[{done}/{steps}] {what} ({time.monotonic() - started:.0f} s)")
+
     schema: FeatureSchema = schema_from_columns(columns)
     figures: list[Figures] = []
     skipped: list[str] = []
@@ -256,11 +272,13 @@ def evaluate(
         picked, y_all = training_columns(columns, objective)
         if len(y_all) < MIN_ROWS:
             skipped.append(f"{objective}: only {len(y_all)} usable rows")
+            done += len(schemes)
             continue
         for scheme in schemes:
             grouping = _groups(picked, scheme, seed)
             if grouping is None:
                 skipped.append(f"{objective} / {scheme}: fewer than two groups")
+                said(f"{objective}, {scheme}: fewer than two groups")
                 continue
             groups, names = grouping
             ys, los, mids, his, classes = [], [], [], [], []
@@ -283,6 +301,7 @@ def evaluate(
                 if names:
                     by_group[names[g]] = _scores(objective, ys[-1], band.lo, band.mid, band.hi)
                 n_folds += 1
+            said(f"{objective}, {scheme}: {n_folds} folds")
             if not n_folds:
                 skipped.append(f"{objective} / {scheme}: no fold kept {MIN_ROWS} training rows")
                 continue
@@ -290,13 +309,15 @@ def evaluate(
                                     np.concatenate(mids), np.concatenate(his), n_folds, by_group,
                                     num_classes=np.concatenate(classes)))
     tta: dict[str, Any] = {}
-    if "leave-one-dataset-out" in schemes and {"train_time_s", "test_accuracy"} <= set(objectives):
+    if with_tta:
         tta = time_to_accuracy(columns, schema=schema, seed=seed, num_threads=num_threads,
                                num_boost_round=num_boost_round)
+        said("time to accuracy, leave-one-dataset-out")
     held: dict[str, Any] = {}
     if "leave-one-hardware-out" in schemes:
         held = device_holdout(columns, schema=schema, seed=seed, num_threads=num_threads,
                               num_boost_round=num_boost_round)
+        said("leave one device out")
     return Evaluation(table=table, n_rows=len(columns["trial_id"]), figures=tuple(figures), skipped=tuple(skipped),
                       noise=repeat_noise(columns), time_to_accuracy=tta, device_holdout=held)
 
