@@ -73,7 +73,8 @@ from __future__ import annotations
 # MAX_TABLE_BYTES and KnowledgeBaseError stay importable from here, outside __all__ as before.
 from advisor._knowledge._export import ExportCount, export
 from advisor._knowledge._io import MAX_TABLE_BYTES, read, write
-from advisor._knowledge._merge import MergeStats, append_to_user_knowledge, merge, user_knowledge_path
+from advisor._knowledge._merge import (MergeStats, append_to_user_knowledge, merge, merge_into_user_knowledge,
+                                       user_knowledge_path)
 from advisor._knowledge._rows import config_from_row, gflops_at, row_from_result
 from advisor._knowledge._schema import COLUMNS, RESULT_ATTR, SCHEMA_VERSION, Table, summarize
 from advisor.errors import KnowledgeBaseError
@@ -95,4 +96,5 @@ __all__ = [
     "summarize",
     "user_knowledge_path",
     "append_to_user_knowledge",
+    "merge_into_user_knowledge",
 ]

@@ -155,6 +155,17 @@ def test_knowledge_export_merge_info(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == {"rows": 5, "skipped": 1, "unreadable": 0, "unreadable_reasons": [],
                                          "studies": ["cli"], "out": str(out)}
 
+    # --mine: the study's trials join the user's own knowledge base, which recommend reads; twice is once
+    mine = kb.user_knowledge_path()  # $ADVISOR_HOME, set per test
+    for held in (0, 5):
+        merged = runner.invoke(app, ["knowledge", "export", "--storage", url, "--mine", "--json"])
+        assert merged.exit_code == 0, merged.output
+        data = json.loads(merged.stdout)
+        assert (data["rows"], data["out"], data["rows_after_merge"], data["duplicates"]) == (5, str(mine), 5, held)
+    assert sorted(kb.read(mine)["trial_id"]) == sorted(r.trial_id for r in results)
+    both = runner.invoke(app, ["knowledge", "export", "--storage", url, "--mine", "--out", str(out)])
+    assert both.exit_code == 1 and "one of the two" in both.output
+
     other = tmp_path / "b.csv.gz"
     kb.write(rows(3, seed=7), other)
     result = runner.invoke(app, ["knowledge", "merge", str(out), str(other), str(out), "--out",

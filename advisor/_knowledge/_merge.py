@@ -13,7 +13,8 @@ from advisor._knowledge._schema import COLUMNS
 from advisor.errors import KnowledgeBaseError
 from advisor.records import HardwareProfile, TrialResult
 
-__all__ = ["MergeStats", "merge_rows", "merge", "user_knowledge_path", "append_to_user_knowledge"]
+__all__ = ["MergeStats", "merge_rows", "merge", "user_knowledge_path", "append_to_user_knowledge",
+           "merge_into_user_knowledge"]
 
 
 @dataclass(frozen=True)
@@ -96,16 +97,22 @@ def append_to_user_knowledge(
     path: str | Path | None = None,
 ) -> MergeStats:
     """Merge trial results into the user's knowledge base (created if missing), under a file lock."""
+    return merge_into_user_knowledge([("new trials", [row_from_result(r, hardware) for r in results])], path=path)
+
+
+def merge_into_user_knowledge(tables: Sequence[tuple[str, Iterable[dict[str, Any]]]], *,
+                              path: str | Path | None = None) -> MergeStats:
+    """Merge named tables of rows into the user's knowledge base (created if missing), under a
+    file lock; a file that cannot be read raises and is left as it was."""
     from filelock import FileLock
 
     target = Path(path) if path is not None else user_knowledge_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    new = [row_from_result(r, hardware) for r in results]
     with FileLock(str(target) + ".lock"):
         sources: list[tuple[str, Iterable[dict[str, Any]]]] = []
         if target.exists():
             sources.append((str(target), read(target).rows))
-        sources.append(("new trials", new))
+        sources += list(tables)
         rows, rows_in, dups = merge_rows(sources)
         write(rows, target)
     return MergeStats(inputs=len(sources), rows_in=rows_in, rows_out=len(rows), duplicates=dups)

@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from advisor.cli import app
-from advisor.cli._common import err, fail, out, print_json, user_errors
+from advisor.cli._common import count_text, err, fail, out, print_json, user_errors
+from advisor.cli.tune import DEFAULT_STORAGE, StorageOption
 from advisor.errors import AdvisorError
 
 knowledge_app = typer.Typer(
@@ -33,10 +34,11 @@ def _write_failed(path: Path, exc: OSError) -> NoReturn:
 @knowledge_app.command("export")
 @user_errors
 def export_command(
-    storage: Annotated[str, typer.Option("--storage", envvar="ADVISOR_STORAGE",
-                                         help="Optuna storage URL (sqlite:///x.db, postgresql://...); "
-                                              "default $ADVISOR_STORAGE.")],
-    out_file: Annotated[Path, typer.Option("--out", help="Table to write (.csv.gz), replaced atomically.")],
+    storage: StorageOption = DEFAULT_STORAGE,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Table to write (.csv.gz), replaced atomically.")] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Merge the trials into your own knowledge base instead of --out: "
+                                                      "advisor recommend reads your runs of a workload on this machine "
+                                                      "as measured evidence.")] = False,
     study: Annotated[Optional[List[str]], typer.Option(
         "--study", "--study-name", help="Study to export; repeat for several. Default: every study in the storage.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
@@ -44,21 +46,43 @@ def export_command(
     """Export every trial that carries an advisor result (failed and pruned ones too).
 
     Example: advisor knowledge export --storage sqlite:///advisor.db --study mnist-torch --out kb.csv.gz
-    """
-    from advisor import knowledge
 
+    Example: advisor knowledge export --study mnist-torch --mine   (the study's trials become evidence for recommend)
+    """
+    import tempfile
+
+    from advisor import knowledge
+    from advisor.errors import InvalidParameterError
+
+    if (out_file is None) == (not mine):
+        raise InvalidParameterError("Give --out FILE (a table to write) or --mine (merge into your own knowledge "
+                                    "base), one of the two.")
+    target = knowledge.user_knowledge_path() if mine else out_file
+    assert target is not None
     try:
         from advisor.tuning import require_existing
 
         require_existing(storage)
-        count = knowledge.export(storage, studies=study or None, out=out_file)
+        if mine:
+            with tempfile.TemporaryDirectory() as tmp:
+                count = knowledge.export(storage, studies=study or None, out=Path(tmp) / "export.csv.gz")
+                stats = knowledge.merge_into_user_knowledge(
+                    [(storage, knowledge.read(Path(tmp) / "export.csv.gz").rows)], path=target)
+        else:
+            count = knowledge.export(storage, studies=study or None, out=target)
     except OSError as exc:  # a full disk, a read-only folder: the previous file is left as it was
-        _write_failed(out_file, exc)
+        _write_failed(target, exc)
     if as_json:
         print_json({"rows": int(count), "skipped": count.skipped, "unreadable": count.unreadable,
-                    "unreadable_reasons": list(count.reasons), "studies": list(count.studies), "out": str(out_file)})
+                    "unreadable_reasons": list(count.reasons), "studies": list(count.studies), "out": str(target),
+                    **({"rows_after_merge": stats.rows_out, "duplicates": stats.duplicates} if mine else {})})
         return
-    out.print(f"Exported {int(count)} trials from {len(count.studies)} studies to {out_file}.")
+    if mine:
+        out.print(f"Merged {count_text(int(count), 'trial')} from {len(count.studies)} stud{'y' if len(count.studies) == 1 else 'ies'} into your "
+                  f"knowledge base {target} ({count_text(stats.rows_out, 'trial')} there now, {stats.duplicates} "
+                  "already held).")
+    else:
+        out.print(f"Exported {count_text(int(count), 'trial')} from {len(count.studies)} stud{'y' if len(count.studies) == 1 else 'ies'} to {out_file}.")
     if count.skipped:
         err.print(f"Skipped {count.skipped} trials without an 'advisor.result' attribute (not run by the advisor, "
                   "or still running).")
