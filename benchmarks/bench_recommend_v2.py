@@ -151,6 +151,15 @@ def _cifar10_per_class(path: Path, count: Any) -> None:
     np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
 
 
+def _cifar10_pair(path: Path, first: int, second: int) -> None:
+    """Two CIFAR-10 classes as a binary task (``first`` is 0, ``second`` 1): every training and
+    test image of the copy in either class."""
+    x, y, x_test, y_test = _cifar10_arrays()
+    train, test = np.isin(y, (first, second)), np.isin(y_test, (first, second))
+    np.savez(path, x_train=x[train], y_train=(y[train] == second).astype(np.int64),
+             x_test=x_test[test], y_test=(y_test[test] == second).astype(np.int64))
+
+
 def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> np.ndarray:
     """Symmetric label noise: a fixed ``rate`` of the labels (seed 0) replaced by another class."""
     rng = np.random.default_rng(0)
@@ -204,7 +213,9 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # heavier label noise on another dataset: all of Fashion-MNIST with 40% of its training labels wrong
            "fashion-mnist-noisy": lambda path: _idx_noisy(path, "fashion-mnist", 0.4),
            # an easy task in a hard task's shape (as SVHN, say): all of Fashion-MNIST at 32x32x3
-           "fashion-mnist-rgb32": lambda path: _idx_rgb32(path, "fashion-mnist")}
+           "fashion-mnist-rgb32": lambda path: _idx_rgb32(path, "fashion-mnist"),
+           # a hard binary task (the cats-and-dogs question, at 32x32): CIFAR-10's cats (0) and dogs (1)
+           "cifar10-catdog": lambda path: _cifar10_pair(path, 3, 5)}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
@@ -562,7 +573,9 @@ def render(_: argparse.Namespace) -> None:
                   "one 100-class task (28x56, 30,000 training pairs), `fashion-mnist-noisy` all of",
                   "Fashion-MNIST with 40% of its training labels wrong (the test labels clean),",
                   "`fashion-mnist-rgb32` all of Fashion-MNIST at 32x32x3 (2 pixels of black around, the",
-                  "gray in three channels: an easy task in CIFAR-10's shape, as SVHN is):",
+                  "gray in three channels: an easy task in CIFAR-10's shape, as SVHN is),",
+                  "`cifar10-catdog` the copy's cats and dogs as one binary task (6,000 training and 2,000",
+                  "test images; hard, the two classes look alike):",
                   "shapes, class counts, class balances and label noise no trial has, so",
                   "nothing about them is measured. The same columns as above; the",
                   "seed-study column does not apply. Not counted in the totals above.", "",
