@@ -417,7 +417,14 @@ def recommend(
         surest = p[idx] - np.where(trusted[idx], 0.0, EXPLORATORY_CONFIDENCE - CONFIDENCE)
         order, how = [int(i) for i in idx[np.lexsort((t_c[idx], -surest))]], "most likely to meet the constraints first"
     else:
-        order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top)
+        if physics is not None:  # memory is weighed as the share of the device a choice takes
+            room: float | None = physics.memory_gib * 1024
+        else:
+            import psutil
+
+            room = (profile.memory_gb * 1024 if profile is not None and profile.memory_gb
+                    else psutil.virtual_memory().total / 2**20)
+        order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top, memory_room_mb=room)
 
     def paired(i: int, b: int, objective: str) -> float | None:
         """The calibrated spread of a predicted difference on a new dataset, when both figures are

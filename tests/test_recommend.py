@@ -203,9 +203,12 @@ def test_pareto_mask_matches_brute_force_with_ties() -> None:
 
 
 def test_warm_start_params_fit_the_search_space(shipped: tuple[Path, Path]) -> None:
-    params = rc.warm_start_params("torch", "mnist", None, "cpu", 3, table=shipped[0], model_dir=shipped[1], cores=2)
+    import os
+
+    cores = min(2, len(os.sched_getaffinity(0)))  # a CPU answer is for this machine: at most its cores
+    params = rc.warm_start_params("torch", "mnist", None, "cpu", 3, table=shipped[0], model_dir=shipped[1], cores=cores)
     assert len(params) == 3
-    sp = space.load_space("torch-cpu", cores=2)
+    sp = space.load_space("torch-cpu", cores=cores)
     names = {p.name for p in sp.params}
     for p in params:
         assert set(p) <= names and sp.to_config(p).framework == "torch"
@@ -355,6 +358,17 @@ def test_balanced_top_k_shows_the_trade_offs_instead_of_near_copies() -> None:
     assert spread[0] == 0  # the preference's pick stays first
     assert set(spread[:3]) == {0, 3, 4} and spread[3:] == [1, 2]  # the rest keep their order
     assert rc._spread(order, pts[:, 0], pts[:, 1], pts[:, 2], 1).tolist() == [0, 1, 2, 3, 4]
+    # on a device with 24 GiB, saving 240 MiB is no trade-off worth a place: the next fastest is
+    room = 24 * 1024.0
+    pts = np.vstack([pts, [[5.0, 0.930, 300.0]]])
+    order = np.arange(6)
+    roomy = rc._spread(order, pts[:, 0], pts[:, 1], pts[:, 2], 3, memory_room_mb=room).tolist()
+    assert roomy[:3] == [0, 3, 5] and 4 not in roomy[:3]
+    # ... while a choice that leaves most of the device free, where the others fill it, still is
+    full = pts.copy()
+    full[[0, 1, 2, 3, 5], 2] = 22 * 1024.0
+    full[4, 2] = 2 * 1024.0
+    assert 4 in rc._spread(order, full[:, 0], full[:, 1], full[:, 2], 3, memory_room_mb=room).tolist()[:3]
 
 
 def test_a_feature_constant_in_the_table_has_no_spread() -> None:

@@ -78,7 +78,7 @@ def rank(costs: np.ndarray, preference: str) -> np.ndarray:
 
 
 def spread(ordered: np.ndarray, time_s: np.ndarray, accuracy: np.ndarray, memory_mb: np.ndarray,
-            want: int) -> np.ndarray:
+            want: int, *, memory_room_mb: float | None = None) -> np.ndarray:
     """``ordered`` with its first ``want`` entries made to show the trade-offs of the front.
 
     The first entry stays (the preference's pick); each next one is the entry that adds the most
@@ -87,6 +87,11 @@ def spread(ordered: np.ndarray, time_s: np.ndarray, accuracy: np.ndarray, memory
     top K of ``balanced`` were K near-copies of one point (the near-best, slow configurations),
     which tells a user nothing about what a faster or leaner choice would cost. The remaining
     entries follow in their order.
+
+    With ``memory_room_mb`` (the memory of the device trained on) the memory axis reaches at
+    least that far, so memory counts as the share of the device a choice leaves free: a choice
+    that saves 70 MiB of an 80 GiB GPU, slower and less accurate, is not shown as a trade-off,
+    while one that needs most of the device still is.
     """
     from advisor.pareto import hypervolume
 
@@ -94,7 +99,8 @@ def spread(ordered: np.ndarray, time_s: np.ndarray, accuracy: np.ndarray, memory
         return ordered
     directions = ("minimize", "maximize", "minimize")
     points = {int(j): (float(time_s[j]), float(accuracy[j]), float(memory_mb[j])) for j in ordered}
-    ref = (1.1 * max(p[0] for p in points.values()), 0.0, 1.1 * max(p[2] for p in points.values()))
+    ref = (1.1 * max(p[0] for p in points.values()), 0.0,
+           max(1.1 * max(p[2] for p in points.values()), memory_room_mb or 0.0))
     scale = (ref[0], 1.0, ref[2])
     chosen = [int(ordered[0])]
     while len(chosen) < min(want, len(ordered)):

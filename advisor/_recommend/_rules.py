@@ -108,8 +108,9 @@ def p_better(band: list[np.ndarray], i: int, b: int, *, log: bool, lower: bool,
 
 
 def order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Constraints, prefer: str,
-           top: int) -> tuple[list[int], str]:
-    """The eligible candidates ``idx`` in recommended order, and how they were ordered."""
+           top: int, *, memory_room_mb: float | None = None) -> tuple[list[int], str]:
+    """The eligible candidates ``idx`` in recommended order, and how they were ordered
+    (``memory_room_mb``: the device's memory, see :func:`spread`)."""
     if c.min_accuracy is not None and c.max_time_s is None and prefer in ("fast", "balanced"):
         order = idx[np.lexsort((-a[idx], t[idx]))]
         return [int(i) for i in order], "fastest among those likely to reach the accuracy asked for"
@@ -122,7 +123,7 @@ def order(idx: np.ndarray, t: np.ndarray, a: np.ndarray, m: np.ndarray, c: Const
     pool = np.array(front_layers(costs, top))
     ordered = pool[rank(costs[pool], prefer)]
     if prefer == "balanced":
-        ordered = spread(ordered, t[idx], a[idx], m[idx], top)
+        ordered = spread(ordered, t[idx], a[idx], m[idx], top, memory_room_mb=memory_room_mb)
     return [int(idx[j]) for j in ordered], f"the Pareto front ordered by preference '{prefer}'"
 
 
