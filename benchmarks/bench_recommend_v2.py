@@ -574,7 +574,7 @@ def render(_: argparse.Namespace) -> None:
                   "Fashion-MNIST with 40% of its training labels wrong (the test labels clean),",
                   "`fashion-mnist-rgb32` all of Fashion-MNIST at 32x32x3 (2 pixels of black around, the",
                   "gray in three channels: an easy task in CIFAR-10's shape, as SVHN is),",
-                  "`cifar10-catdog` the copy's cats and dogs as one binary task (6,000 training and 2,000",
+                  "`cifar10-catdog` the copy's cats and dogs as one binary task (5,962 training and 2,000",
                   "test images; hard, the two classes look alike):",
                   "shapes, class counts, class balances and label noise no trial has, so",
                   "nothing about them is measured. The same columns as above; the",
