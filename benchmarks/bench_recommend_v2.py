@@ -215,7 +215,9 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # an easy task in a hard task's shape (as SVHN, say): all of Fashion-MNIST at 32x32x3
            "fashion-mnist-rgb32": lambda path: _idx_rgb32(path, "fashion-mnist"),
            # a hard binary task (the cats-and-dogs question, at 32x32): CIFAR-10's cats (0) and dogs (1)
-           "cifar10-catdog": lambda path: _cifar10_pair(path, 3, 5)}
+           "cifar10-catdog": lambda path: _cifar10_pair(path, 3, 5),
+           # tiny images of a hard task (digits' 8x8, in colour): the CIFAR-10 copy at 8x8x3, 4x4 blocks averaged
+           "cifar10-8px": lambda path: _cifar10_derived(path, lambda x: _halved(_halved(x)))}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
@@ -575,7 +577,8 @@ def render(_: argparse.Namespace) -> None:
                   "`fashion-mnist-rgb32` all of Fashion-MNIST at 32x32x3 (2 pixels of black around, the",
                   "gray in three channels: an easy task in CIFAR-10's shape, as SVHN is),",
                   "`cifar10-catdog` the copy's cats and dogs as one binary task (5,962 training and 2,000",
-                  "test images; hard, the two classes look alike):",
+                  "test images; hard, the two classes look alike), `cifar10-8px` the copy at 8x8x3 (4x4 blocks",
+                  "averaged: digits' size, in colour, on a hard task):",
                   "shapes, class counts, class balances and label noise no trial has, so",
                   "nothing about them is measured. The same columns as above; the",
                   "seed-study column does not apply. Not counted in the totals above.", "",
