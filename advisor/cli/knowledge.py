@@ -143,12 +143,14 @@ def info_command(
     if file is None:
         file = knowledge.user_knowledge_path()
         if not file.exists():
-            fail(f"Your knowledge base {file} does not exist yet: advisor recommend --verify N or --budget T writes it.")
+            fail(f"Your knowledge base {file} does not exist yet: advisor measure, advisor recommend --verify N or "
+                 f"--budget T, and advisor knowledge export --mine write it.")
     summary = knowledge.summarize(knowledge.read(file))
     if as_json:
         print_json(summary)
         return
-    out.print(f"{file}: {summary['rows']} trials from {summary['studies']} studies (schema "
+    n = summary["studies"]
+    out.print(f"{file}: {count_text(summary['rows'], 'trial')} from {n} stud{'y' if n == 1 else 'ies'} (schema "
               f"{summary['schema_version']}); {summary['contended']} contended, {summary['synthetic']} synthetic")
     for key, title in (("by_status", "status"), ("by_framework", "framework"), ("by_dataset", "dataset"),
                        ("by_train_samples", "training samples"), ("by_device_kind", "device kind")):
