@@ -214,7 +214,8 @@ def test_targets_pick_the_candidate_fastest_to_the_target_accuracy(capsys: pytes
     with pytest.raises(SystemExit):
         targets.main(["--dry-run", "--epochs", "3"])  # overrides that would be ignored are refused
     capsys.readouterr()
-    assert targets.main(["--dry-run", "--storage", "sqlite:////nonexistent/x.db", "--candidates", "torch-adam-b64"]) == 0
+    assert targets.main(["--dry-run", "--storage", "sqlite:////nonexistent/x.db", "--candidates", "torch-adam-b64",
+                         "--cores", "0,1"]) == 0  # the candidate runs 2 threads: not the default cores of a 1-core lease
     out = capsys.readouterr().out
     assert "target-cifar10: 1 trials" in out and "target-mnist" not in out
 
