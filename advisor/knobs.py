@@ -49,7 +49,7 @@ TARGETS = ("cpu", "gpu")
 FRAMEWORKS = ("torch", "tensorflow", "onnxruntime", "sklearn")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 #: ``inv`` is Caffe's policy, ``lr * (1 + 1e-4 * step) ** -0.75``, kept for the seed-study presets.
-SCHEDULES = ("constant", "step", "cosine", "onecycle", "inv", "restarts")
+SCHEDULES = ("constant", "step", "cosine", "onecycle", "inv", "restarts", "probes")
 
 
 @dataclass(frozen=True)
@@ -157,8 +157,9 @@ KNOBS: tuple[Knob, ...] = (
          low=0.0, high=1.0, flag="--weight-decay"),
     Knob("schedule", "choice", "constant",
          "Learning-rate schedule, applied per step: constant, step (x0.1 at 50% and 75%), cosine, "
-         "onecycle (warm-up then linear decay to 0), inv (Caffe's) or restarts (cosine cycles that double, "
-         "the first an epoch or more, the last ending with the run).",
+         "onecycle (warm-up then linear decay to 0), inv (Caffe's), restarts (cosine cycles that double, "
+         "the first an epoch or more, the last ending with the run) or probes (two short cosine cycles, "
+         "1/15 and 2/15 of the run, then one over the last 4/5).",
          choices=SCHEDULES, encoding="cat", flag="--schedule"),
     Knob("warmup_fraction", "float", 0.0, "Share of the steps spent warming the rate up linearly.",
          low=0.0, high=0.5, flag="--warmup"),

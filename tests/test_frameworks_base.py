@@ -55,8 +55,23 @@ def test_restarts_anneal_in_cycles_that_double_and_the_last_ends_with_the_run() 
     assert one == _rates(10, schedule="cosine", epochs=1)  # one epoch: one cycle, plain cosine
 
 
+def test_probes_anneal_twice_briefly_then_once_over_four_fifths_of_the_run() -> None:
+    """150 steps: cycles of 10, 20 and 120 steps (1/15, 2/15, 12/15), each a cosine from the full
+    rate to near 0; the warm-up comes first and the cycles share the steps after it."""
+    config = Config(framework="torch", learning_rate=0.4, epochs=15, schedule="probes")
+    rates = [learning_rate_at(config, t, 150) for t in range(150)]
+    assert [t for t in range(1, 150) if rates[t] > rates[t - 1]] == [10, 30]
+    assert rates[0] == rates[10] == rates[30] == 0.4
+    assert rates[9] < 0.01 and rates[29] < 0.005 and rates[-1] < 0.001
+    last = rates[30:]
+    assert last[60] == pytest.approx(0.2) and last == sorted(last, reverse=True)
+    warm = [learning_rate_at(Config(framework="torch", learning_rate=0.4, epochs=16, schedule="probes",
+                                    warmup_fraction=0.0625), t, 160) for t in range(160)]
+    assert [t for t in range(11, 160) if warm[t] > warm[t - 1]] == [20, 40]  # 10 warm-up steps, then 10 and 20
+
+
 def test_warm_up_applies_to_every_schedule() -> None:
-    for schedule in ("constant", "step", "cosine", "onecycle", "inv", "restarts"):
+    for schedule in ("constant", "step", "cosine", "onecycle", "inv", "restarts", "probes"):
         rates = _rates(schedule=schedule, warmup_fraction=0.1)
         assert rates[0] == pytest.approx(0.04) and rates[9] == pytest.approx(0.4), schedule
 

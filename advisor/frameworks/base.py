@@ -68,6 +68,11 @@ def budget_epochs(budget_s: float, epoch_times: list[float], cap: int) -> int:
     return max(done, min(cap, done + max(more, 0)))
 
 
+#: ``probes``: the cycles' shares of the steps after the warm-up, in order (two short annealed runs
+#: that reach a modest target early, then one long enough to be the run's best shot).
+PROBE_CYCLES = (1, 2, 12)
+
+
 def restart_cycles(epochs: int) -> int:
     """How many cycles a ``restarts`` schedule of ``epochs`` epochs has: lengths 1, 2, 4, ... times
     the first, as many as keep the first at least an epoch (``floor(log2(epochs + 1))``)."""
@@ -86,7 +91,9 @@ def learning_rate_at(config: Config, step: int, total_steps: int, *, epochs: int
     last cycle ends with the run. A cosine run peaks near its end, so a target that a shorter run
     would reach comes late in one long cycle; the doubling cycles reach an annealed accuracy after
     1, 3, 7, 15 ... first-cycle lengths, at the price of a shorter last cycle
-    (``benchmarks/results/restarts.md`` has what that buys and costs).
+    (``benchmarks/results/restarts.md`` has what that buys and costs). ``probes`` anneals in
+    three cycles of :data:`PROBE_CYCLES` (1/15, 2/15, then 4/5 of the steps): two short runs
+    that reach a modest target early, and a last cycle long enough to be the best shot.
     """
     lr = config.learning_rate
     total = max(int(total_steps), 1)
@@ -107,6 +114,14 @@ def learning_rate_at(config: Config, step: int, total_steps: int, *, epochs: int
         position = progress * (2 ** n - 1)  # in units of the first cycle's length
         k = min(int(math.floor(math.log2(position + 1.0))), n - 1)  # the cycle this step is in
         within = (position - (2 ** k - 1)) / 2 ** k
+        return lr * 0.5 * (1.0 + math.cos(math.pi * min(within, 1.0)))
+    if config.schedule == "probes":
+        position, start = progress * sum(PROBE_CYCLES), 0
+        for length in PROBE_CYCLES:  # the cycle this step is in, and how far through it
+            if position < start + length or length == PROBE_CYCLES[-1]:
+                break
+            start += length
+        within = (position - start) / length
         return lr * 0.5 * (1.0 + math.cos(math.pi * min(within, 1.0)))
     return lr * max(1.0 - progress, 0.0)  # onecycle: the last step runs at lr / (steps after warm-up)
 
