@@ -420,10 +420,9 @@ def recommend(
         if physics is not None:  # memory is weighed as the share of the device a choice takes
             room: float | None = physics.memory_gib * 1024
         else:
-            import psutil
+            from advisor import hardware
 
-            room = (profile.memory_gb * 1024 if profile is not None and profile.memory_gb
-                    else psutil.virtual_memory().total / 2**20)
+            room = (profile or hardware.load_cached() or hardware.identity()).memory_gb * 1024 or None
         order, how = _order(np.flatnonzero(eligible), t_c, a_c, m_c, constraints, prefer, top, memory_room_mb=room)
 
     def paired(i: int, b: int, objective: str) -> float | None:

@@ -30,6 +30,8 @@ class ExportCount(int):
     unreadable: int
     reasons: tuple[str, ...]
     studies: tuple[str, ...]
+    #: With ``into=``: the merge into that knowledge base (rows there after it, duplicates).
+    merged: Any = None
 
     def __new__(cls, rows: int, *, skipped: int, studies: Sequence[str], unreadable: int = 0,
                 reasons: Sequence[str] = ()) -> "ExportCount":
@@ -67,7 +69,8 @@ def export(
     storage_url: str,
     *,
     studies: Sequence[str] | None = None,
-    out: str | Path,
+    out: str | Path | None = None,
+    into: str | Path | None = None,
     hardware: Iterable[HardwareProfile] | None = None,
 ) -> ExportCount:
     """Export every trial of some studies that carries an ``"advisor.result"`` attribute.
@@ -79,6 +82,9 @@ def export(
         storage_url: An Optuna storage URL (``sqlite:///x.db``, ``postgresql://...``).
         studies: Study names; ``None`` exports every study in the storage.
         out: The table file to write (replaced atomically).
+        into: Instead of ``out``, a knowledge base to merge the rows into, under its lock (the
+            user's own: :func:`~advisor.knowledge.merge_into_user_knowledge`); the count's
+            ``merged`` says what it then holds.
         hardware: Profiles to join on ``hardware_id``; ``None`` uses the profiles cached on this
             machine by ``advisor hardware --calibrate``, if any.
 
@@ -134,5 +140,15 @@ def export(
                 continue
             rows.append(row_from_result(result, profiles.get(result.hardware_id)))
     merged, _, _ = merge_rows([(f"{storage_url}", rows)])
-    write(merged, out)
-    return ExportCount(len(merged), skipped=skipped, studies=names, unreadable=unreadable, reasons=list(reasons))
+    stats = None
+    if into is not None:
+        from advisor._knowledge._merge import merge_into_user_knowledge
+
+        stats = merge_into_user_knowledge([(storage_url, merged)], path=into)
+    elif out is not None:
+        write(merged, out)
+    else:
+        raise TypeError("export() needs out= (a file to write) or into= (a knowledge base to merge into)")
+    count = ExportCount(len(merged), skipped=skipped, studies=names, unreadable=unreadable, reasons=list(reasons))
+    count.merged = stats
+    return count

@@ -179,10 +179,10 @@ def extrapolation(table: knowledge.Table, workload: WorkloadInfo, target: Target
         cited = f"; evidence is cited from {near_name[0]}, the nearest measured dataset by meta-features " \
                 f"(distance {near_name[1]:g})" if near_name else ""
         if own_runs:
-            cited = (f"; your own {own_runs} run{'s of it are' if own_runs > 1 else ' of it is'} the evidence cited, and "
-                     f"{'those' if own_runs > 1 else 'if it answers'} {'that answer' if own_runs > 1 else ''}"
-                     f"{' ' if own_runs > 1 else ''}the question {'are candidates' if own_runs > 1 else 'it is a candidate'} "
-                     f"as measured (the model was not fitted on {'them' if own_runs > 1 else 'it'})")
+            cited = (f"; your own {own_runs} runs of it are the evidence cited, and those that answer the question "
+                     "are candidates as measured (the model was not fitted on them)" if own_runs > 1 else
+                     "; your own run of it is the evidence cited, and if it answers the question it is a candidate "
+                     "as measured (the model was not fitted on it)")
         reasons.append(f"no measured trials on {workload.dataset} itself: its accuracy level is predicted "
                        f"from other datasets of its kind (see the model card's leave-one-dataset-out error){cited}")
     sizes = [table["train_samples"][i] for i in ok if table["train_samples"][i]]

@@ -179,7 +179,7 @@ def _best(front: Any, objectives: Sequence[str]) -> str:
     if not front.points:
         return ""
     first = objectives[0]
-    points = [p for p in front.points if not getattr(p, "chance_level", False)] or front.points
+    points = [p for p in front.points if not p.chance_level] or front.points
     pick = (max if OBJECTIVES[first].direction == "maximize" else min)(points, key=lambda p: p.values[first])
     parts = [f"{n} {pick.values[n]:.4g}" + (f" {OBJECTIVES[n].unit}" if OBJECTIVES[n].unit else "")
              for n in objectives]

@@ -49,8 +49,6 @@ def export_command(
 
     Example: advisor knowledge export --study mnist-torch --mine   (the study's trials become evidence for recommend)
     """
-    import tempfile
-
     from advisor import knowledge
     from advisor.errors import InvalidParameterError
 
@@ -63,23 +61,18 @@ def export_command(
         from advisor.tuning import require_existing
 
         require_existing(storage)
-        if mine:
-            with tempfile.TemporaryDirectory() as tmp:
-                count = knowledge.export(storage, studies=study or None, out=Path(tmp) / "export.csv.gz")
-                stats = knowledge.merge_into_user_knowledge(
-                    [(storage, knowledge.read(Path(tmp) / "export.csv.gz").rows)], path=target)
-        else:
-            count = knowledge.export(storage, studies=study or None, out=target)
+        count = (knowledge.export(storage, studies=study or None, into=target) if mine
+                 else knowledge.export(storage, studies=study or None, out=target))
     except OSError as exc:  # a full disk, a read-only folder: the previous file is left as it was
         _write_failed(target, exc)
     if as_json:
         print_json({"rows": int(count), "skipped": count.skipped, "unreadable": count.unreadable,
                     "unreadable_reasons": list(count.reasons), "studies": list(count.studies), "out": str(target),
-                    **({"rows_after_merge": stats.rows_out, "duplicates": stats.duplicates} if mine else {})})
+                    **({"rows_after_merge": count.merged.rows_out, "duplicates": count.merged.duplicates} if mine else {})})
         return
     if mine:
         out.print(f"Merged {count_text(int(count), 'trial')} from {len(count.studies)} stud{'y' if len(count.studies) == 1 else 'ies'} into your "
-                  f"knowledge base {target} ({count_text(stats.rows_out, 'trial')} there now, {stats.duplicates} "
+                  f"knowledge base {target} ({count_text(count.merged.rows_out, 'trial')} there now, {count.merged.duplicates} "
                   "already held).")
     else:
         out.print(f"Exported {count_text(int(count), 'trial')} from {len(count.studies)} stud{'y' if len(count.studies) == 1 else 'ies'} to {out_file}.")
