@@ -253,3 +253,36 @@ def test_collector_records_its_knobs_as_optuna_parameters(tmp_path: Path) -> Non
     assert a.params["schedule"] == "onecycle" and a.params["onednn"] is True and a.params["momentum"] == 0.9
     assert b.params["execution_mode"] == "sequential" and b.params["epochs"] == 40 and "onednn" not in b.params
     assert "seed" not in a.params and a.user_attrs["advisor.params"] == {"drawn": True}
+
+
+def test_timing_collector_draws_short_runs_of_synthetic_shapes_the_four_datasets_do_not_have(tmp_path: Path) -> None:
+    """``collect_timing.py`` measures time on input shapes the table lacks: every draw is a
+    synthetic workload with its training size stated (synthetic data without one has 2,000
+    samples), of a shape none of the four datasets has, at most TIMING_EPOCHS epochs, one thread;
+    the next cell is the one with the fewest finished runs, and each cell is its own study."""
+    from types import SimpleNamespace
+
+    import collect_timing as ct
+
+    from advisor.datasets import get_info
+
+    real = {tuple(get_info(n).input_shape) for n in ("digits", "mnist", "fashion-mnist", "cifar10")}
+    assert not real & {tuple(s) for s in ct.SHAPES}
+    args = SimpleNamespace(core=0, seed=0, storage=f"sqlite:///{tmp_path}/t.db", base_table="", frameworks=["torch", "sklearn"],
+                           datasets=list(ct.TimingCollector.plans), side_share=0.0, time_scale=1.0, data_dir="",
+                           strategy="uniform", max_full=None)
+    collector = ct.TimingCollector(args)
+    first = ("synthetic:12x12x1", ct.SIZES[0])
+    done = [{"workload": {"dataset": ds, "train_samples": size}, "status": "ok"}
+            for ds, p in collector.plans.items() for size in p.subsets if (ds, size) != first]
+    assert collector.choose_dataset(done) == first
+    names = {collector.study_name(ds, s) for ds, p in collector.plans.items() for s in p.subsets}
+    assert len(names) == len(ct.SHAPES) * len(ct.SIZES) and "kb3-timing-12x12x1-2000" in names
+    for _ in range(12):
+        dataset, size = collector.choose_dataset([])
+        draw = collector.draw([], dataset, size)
+        assert draw.workload.dataset == dataset and dataset.startswith("synthetic:")
+        assert draw.workload.train_samples == size and size in ct.SIZES
+        assert 1 <= draw.config.epochs <= ct.TIMING_EPOCHS and draw.config.threads == 1
+        assert draw.config.framework in ("torch", "sklearn") and draw.workload.model in ct.MODELS
+        assert draw.config.framework != "sklearn" or draw.workload.model == "mlp"

@@ -108,6 +108,11 @@ class Draw:
 
 
 class Collector:
+    #: The datasets this collector measures, by name.
+    plans: dict[str, DatasetPlan] = PLANS
+    #: The longest run drawn (epochs).
+    max_epochs: int = MAX_EPOCHS
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.core = args.core
@@ -127,9 +132,9 @@ class Collector:
     # --- what the storage holds -------------------------------------------------------------
     def _studies(self) -> dict[str, optuna.Study]:
         out = {}
-        for ds, plan in PLANS.items():
+        for ds, plan in self.plans.items():
             for size in (None, *plan.subsets):
-                name = study_name(ds, size)
+                name = self.study_name(ds, size)
                 out[name] = optuna.create_study(study_name=name, storage=self.storage, load_if_exists=True,
                                                 directions=["minimize", "maximize", "minimize"])
         return out
@@ -143,10 +148,13 @@ class Collector:
                     out.append(r)
         return out
 
+    def study_name(self, dataset: str, size: int | None) -> str:
+        return study_name(dataset, size)
+
     # --- what to run next --------------------------------------------------------------------
     def choose_dataset(self, results: list[dict[str, Any]]) -> tuple[str, int | None]:
         if self.rng.random() < self.args.side_share:
-            side = [(ds, s) for ds, p in PLANS.items() for s in p.subsets]
+            side = [(ds, s) for ds, p in self.plans.items() for s in p.subsets]
             if "digits" in self.args.datasets:
                 side.append(("digits", None))
             side = [(ds, s) for ds, s in side if ds in self.args.datasets]
@@ -177,7 +185,7 @@ class Collector:
             times = r.get("epoch_times") or []
             if not times or c.get("threads") != 1 or not c.get("batch_size"):
                 continue
-            size = w.get("train_samples") or PLANS[dataset].full
+            size = w.get("train_samples") or self.plans[dataset].full
             bs = int(c["batch_size"])
             estimate = float(np.median(times)) * (n / size) * (0.5 + 0.5 * bs / batch)
             distance = abs(math.log(bs / batch)) + sum(
@@ -191,7 +199,7 @@ class Collector:
         return n * flops / 30e9 + n / batch * 0.015  # ~30 GFLOP/s effective on one core, 15 ms per step
 
     def draw(self, results: list[dict[str, Any]], dataset: str, size: int | None) -> Draw:
-        plan = PLANS[dataset]
+        plan = self.plans[dataset]
         fws = [f for f in FRAMEWORK_WEIGHTS if f in self.args.frameworks]
         p = np.array([FRAMEWORK_WEIGHTS[f] for f in fws])
         n = size or plan.full
@@ -213,6 +221,7 @@ class Collector:
         cap = int(max(1, min(MAX_EPOCHS, budget // max(epoch_s, 1e-3))))
         # Longer runs teach more: every epoch of a run is a reading of its learning curve.
         params["epochs"] = int(self.rng.integers(max(1, cap // 3), cap + 1))
+        params["epochs"] = min(params["epochs"], self.max_epochs)
         config = space.to_config(params, seed=int(self.rng.integers(0, 2**31 - 1)))
         workload = Workload(
             dataset=dataset, model=model, train_samples=size, test_samples=None,
@@ -248,7 +257,7 @@ class Collector:
         acc = np.zeros((len(pool), 3))
         tim = np.zeros((len(pool), 3))
         for (ds, model, size), idx in by_workload.items():
-            info = describe_workload(ds, model=model, train_samples=size or PLANS[ds].full)
+            info = describe_workload(ds, model=model, train_samples=size or self.plans[ds].full)
             cols = columns([Candidate(pool[i].config, "collector", None) for i in idx], info, target)
             bands = self.surrogate.predict(cols)
             for j, i in enumerate(idx):
@@ -282,9 +291,9 @@ class Collector:
             chosen = self.score(pool)
         else:
             chosen = self.draw(results, dataset, size)
-        name = study_name(dataset, size)
+        name = self.study_name(dataset, size)
         study = optuna.load_study(study_name=name, storage=self.storage)
-        limits = Limits(wall_time_s=max(90.0, 2.0 * PLANS[dataset].trial_seconds + 60), memory_mb=8192)
+        limits = Limits(wall_time_s=max(90.0, 2.0 * self.plans[dataset].trial_seconds + 60), memory_mb=8192)
         for attempt in (1, 2):
             t0 = time.time()
             result = run_trial(chosen.workload, chosen.config, limits=limits, cores=[self.core],

@@ -1,0 +1,106 @@
+"""Timing trials on input shapes the four datasets do not have, for the time and memory models.
+
+Held out of the surrogate, a dataset's training time is predicted from the other datasets' trials,
+and with four datasets each fold has three input shapes to learn from (8x8x1, 28x28x1, 32x32x3).
+Measured on the shipped table (``benchmarks/results/dataset-scaling.md``): the leave-one-
+dataset-out time error falls from 69% with two training datasets to 48% with three, while a
+quarter of the trials instead of all of them costs only 52% against 48%. Time is limited by how
+many workload geometries the table holds, not by its trials.
+
+A training step's time depends on the input's shape, the training size, the model and the
+configuration, not on what the images show, so this collector measures ``synthetic:HxWxC`` data
+(random images and labels, ``synthetic`` in the table: the accuracy model never reads them) at
+shapes none of the four datasets has and at several training sizes, every framework and model of
+:mod:`collect_full`, one short run (1 to :data:`TIMING_EPOCHS` epochs) at a time, single-threaded,
+pinned to one core. Everything else (the trial record, contention re-runs, resuming, one worker per
+core) is :class:`collect_full.Collector`'s.
+
+Usage (one worker per core; stop it at any time)::
+
+    python benchmarks/study/collect_timing.py --core 1 --storage sqlite:///benchmarks/study/kb3-timing.db
+    advisor knowledge export --storage sqlite:///benchmarks/study/kb3-timing.db --out benchmarks/study/timing.csv.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collect_full import FRAMEWORK_WEIGHTS, Collector, DatasetPlan  # noqa: E402
+
+log = logging.getLogger("collect_timing")
+
+#: Input shapes (H, W, C) that none of digits (8x8x1), MNIST and Fashion-MNIST (28x28x1) or
+#: CIFAR-10 (32x32x3) has: smaller and larger, one and three channels, one not square.
+SHAPES = ((12, 12, 1), (16, 16, 3), (20, 20, 1), (24, 24, 3), (32, 32, 1), (40, 40, 1), (48, 48, 3), (24, 48, 1))
+#: Training sizes measured at every shape.
+SIZES = (2_000, 8_000, 20_000)
+#: Epochs per run at most: per-epoch times are what is learnt, and each epoch is a reading.
+TIMING_EPOCHS = 3
+MODELS = ("mlp", "lenet5", "cifar_quick", "bn_cnn_w8", "bn_cnn_w16", "bn_cnn_w32", "resnet9_w8")
+#: Twice the training seconds a run aims at on one core (epochs are capped to fit half of it, as for
+#: :mod:`collect_full`'s subsets).
+TRIAL_SECONDS = 60.0
+
+
+def synthetic_name(shape: tuple[int, int, int]) -> str:
+    return "synthetic:{}x{}x{}".format(*shape)
+
+
+class TimingCollector(Collector):
+    # every cell is a 'subset' of a stated size: synthetic data without a size has only 2,000 samples
+    plans = {synthetic_name(s): DatasetPlan(synthetic_name(s), None, SIZES[-1], SIZES, MODELS, TRIAL_SECONDS)
+             for s in SHAPES}
+    max_epochs = TIMING_EPOCHS
+
+    def study_name(self, dataset: str, size: int | None) -> str:
+        return f"kb3-timing-{dataset.split(':', 1)[1]}-{size or self.plans[dataset].full}"
+
+    def choose_dataset(self, results: list[dict[str, Any]]) -> tuple[str, int | None]:
+        """The (shape, size) cell with the fewest finished runs (ties at random)."""
+        counts: dict[tuple[str, int | None], int] = {(ds, s): 0 for ds, p in self.plans.items() for s in p.subsets}
+        for r in results:
+            w = r.get("workload") or {}
+            key = (w.get("dataset"), w.get("train_samples"))
+            if key in counts and r.get("status") in ("ok", "pruned"):
+                counts[key] += 1
+        return min(counts, key=lambda k: (counts[k], self.rng.random()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--storage", default="sqlite:///benchmarks/study/kb3-timing.db")
+    ap.add_argument("--core", type=int, required=True, help="the one CPU id this worker owns")
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORK_WEIGHTS))
+    ap.add_argument("--max-trials", type=int, default=None, help="stop after this many new trials")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", default="/tmp/advisor-collect-timing")
+    args = ap.parse_args(argv)
+    # what Collector reads besides: no real data, no subsets beyond the plans', one draw per trial
+    args.frameworks = args.frameworks.split(",")
+    args.datasets = list(TimingCollector.plans)
+    args.data_dir, args.base_table, args.strategy = "", "", "uniform"
+    args.side_share, args.time_scale, args.max_full = 0.0, 1.0, None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    logging.getLogger("collect_full").setLevel(logging.INFO)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    os.sched_setaffinity(0, {args.core})
+    collector = TimingCollector(args)
+    n = 0
+    while args.max_trials is None or n < args.max_trials:
+        if not collector.run_one():
+            break
+        n += 1
+    log.info("core %d: done, %d trials this run", args.core, n)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
