@@ -41,13 +41,13 @@ log = logging.getLogger("collect_timing")
 #: CIFAR-10 (32x32x3) has: smaller and larger, one and three channels, one not square.
 SHAPES = ((12, 12, 1), (16, 16, 3), (20, 20, 1), (24, 24, 3), (32, 32, 1), (40, 40, 1), (48, 48, 3), (24, 48, 1))
 #: Training sizes measured at every shape.
-SIZES = (2_000, 8_000, 20_000)
+SIZES = (2_000, 6_000, 15_000)
 #: Epochs per run at most: per-epoch times are what is learnt, and each epoch is a reading.
 TIMING_EPOCHS = 3
 MODELS = ("mlp", "lenet5", "cifar_quick", "bn_cnn_w8", "bn_cnn_w16", "bn_cnn_w32", "resnet9_w8")
 #: Twice the training seconds a run aims at on one core (epochs are capped to fit half of it, as for
 #: :mod:`collect_full`'s subsets).
-TRIAL_SECONDS = 60.0
+TRIAL_SECONDS = 40.0
 
 
 def synthetic_name(shape: tuple[int, int, int]) -> str:
