@@ -1078,3 +1078,28 @@ def test_an_interrupted_loop_resumes_on_the_answer_it_started_from(
     (state,) = (kb.user_knowledge_path().parent / "loops").glob("*.json")
     assert json.loads(state.read_text())["finished"] is True
     assert not interrupted_trials(json.loads(state.read_text())["request"])  # finished: nothing held back
+
+
+def test_timing_runs_on_random_data_are_never_evidence_of_a_real_workload(shipped: tuple[Path, Path],
+                                                                         tmp_path: Path) -> None:
+    """Synthetic rows (random images and labels, timing only) at the very shape of a user's data are
+    not the dataset nearest it, not the trials cited, not 'measured data like it': their accuracy is
+    that of random labels. Asked of the synthetic workload itself, they are its measurements."""
+    table = kb.read(shipped[0])
+    ok = [r for r in table.rows if r["status"] == "ok" and r["framework"] == "torch"][:30]
+    fake = [{**r, "trial_id": f"synthetic-{i}", "dataset_name": "synthetic:12x12x3", "synthetic": True,
+             "input_h": 12, "input_w": 12, "input_c": 3, "test_accuracy": 0.1} for i, r in enumerate(ok)]
+    path = tmp_path / "with-timing.csv.gz"
+    kb.write(kb.Table.from_rows(table.rows + fake), path)
+    rng = np.random.default_rng(0)
+    npz = tmp_path / "mine.npz"
+    np.savez(npz, x_train=rng.integers(0, 255, (600, 12, 12, 3), dtype=np.uint8), y_train=rng.integers(0, 10, 600),
+             x_test=rng.integers(0, 255, (200, 12, 12, 3), dtype=np.uint8), y_test=rng.integers(0, 10, 200))
+    rec = rc.recommend(str(npz), table=path, model_dir=shipped[1], profile=CPU_PROFILE, candidates_per_framework=100,
+                       top=5)
+    cited = [e.dataset_name for c in rec.choices for e in c.evidence]
+    assert cited and not any(name.startswith("synthetic") for name in cited)
+    assert rec.extrapolation and any("no measured trials on data like 12x12x3" in r for r in rec.reasons)
+    mine = rc.recommend("synthetic:12x12x3", table=path, model_dir=shipped[1], profile=CPU_PROFILE,
+                        candidates_per_framework=100, top=5)
+    assert any(e.dataset_name == "synthetic:12x12x3" for c in mine.choices for e in c.evidence)
