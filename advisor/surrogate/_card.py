@@ -175,6 +175,10 @@ def model_card(evaluation: Evaluation, *, meta: Mapping[str, Any], summary: Mapp
         f"- Device kinds: {counts('by_device_kind')}.",
         "- Accuracy trains on status `ok`, non-synthetic trials; time on uncontended `ok`/`pruned` trials;",
         "  memory on `ok`/`pruned` trials.",
+        *([f"- {summary['synthetic']} of the trials are timing runs on random data (`synthetic:HxWxC`, input shapes "
+           "none of the real datasets has: `benchmarks/study/collect_timing.py`): they train the time and memory "
+           "models only, and every held-out figure below trains on them and scores none of them."]
+          if summary.get("synthetic") else []),
         "",
         "## Held-out quality (grouped cross-validation)",
         "",

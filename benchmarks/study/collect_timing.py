@@ -11,8 +11,9 @@ A training step's time depends on the input's shape, the training size, the mode
 configuration, not on what the images show, so this collector measures ``synthetic:HxWxC`` data
 (random images and labels, ``synthetic`` in the table: the accuracy model never reads them) at
 shapes none of the four datasets has and at several training sizes, every framework and model of
-:mod:`collect_full`, one short run (1 to :data:`TIMING_EPOCHS` epochs) at a time, single-threaded,
-pinned to one core. Everything else (the trial record, contention re-runs, resuming, one worker per
+:mod:`collect_full`, one run (at most :data:`TIMING_EPOCHS` epochs) at a time, single-threaded,
+pinned to one core (short runs of small data are drawn long enough that the first epoch's warm-up does
+not dominate). Everything else (the trial record, contention re-runs, resuming, one worker per
 core) is :class:`collect_full.Collector`'s.
 
 Usage (one worker per core; stop it at any time)::
@@ -42,12 +43,14 @@ log = logging.getLogger("collect_timing")
 SHAPES = ((12, 12, 1), (16, 16, 3), (20, 20, 1), (24, 24, 3), (32, 32, 1), (40, 40, 1), (48, 48, 3), (24, 48, 1))
 #: Training sizes measured at every shape.
 SIZES = (2_000, 6_000, 15_000)
-#: Epochs per run at most: per-epoch times are what is learnt, and each epoch is a reading.
-TIMING_EPOCHS = 3
+#: Epochs per run at most. Runs of 1-3 epochs (the first 78 trials) made the time model worse on the runs
+#: recommend answers with (`benchmarks/results/verified-runs.md`): their first epoch's warm-up (compile,
+#: oneDNN primitives) dominated them, as it does not a real run.
+TIMING_EPOCHS = 8
 MODELS = ("mlp", "lenet5", "cifar_quick", "bn_cnn_w8", "bn_cnn_w16", "bn_cnn_w32", "resnet9_w8")
 #: Twice the training seconds a run aims at on one core (epochs are capped to fit half of it, as for
 #: :mod:`collect_full`'s subsets).
-TRIAL_SECONDS = 40.0
+TRIAL_SECONDS = 80.0
 
 
 def synthetic_name(shape: tuple[int, int, int]) -> str:
