@@ -824,3 +824,35 @@ def test_timing_rows_on_random_data_train_every_fold_and_are_scored_in_none(tabl
         assert a is not None and b is not None and a.n_rows == b.n_rows and a.n_folds == b.n_folds
     lodo = mixed.get("train_time_s", "leave-one-dataset-out")
     assert lodo is not None and set(lodo.by_group) == set(table.columns["dataset_name"])
+
+
+def test_timing_rows_on_random_data_calibrate_no_band(table_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Synthetic rows train the time model, but no band is calibrated on them: held out as a 'new
+    dataset', a shape of random data says nothing of how far a real dataset's time may lie from its
+    prediction. Every calibration scores real rows only, and the difference-of-two-predictions
+    offset pairs real rows only."""
+    import advisor.surrogate.model as model_module
+    from advisor.surrogate._targets import _INDEX
+
+    table = kb.read(table_path)
+    fake = [{**r, "trial_id": f"synthetic-{i}", "dataset_name": "synthetic:12x12x3", "synthetic": True,
+             "input_h": 12, "input_w": 12, "input_c": 3} for i, r in enumerate(table.rows[:60])]
+    calls, pairs = [], []
+    real_calibrate, real_pairs = model_module._calibrate, model_module.pair_offset
+
+    def calibrate(lgb, x, members, y, schema, **kw):  # type: ignore[no-untyped-def]
+        calls.append((x[:, _INDEX["input_h"]] == 12, kw["score_rows"]))
+        return real_calibrate(lgb, x, members, y, schema, **kw)
+
+    def pair_offset(units, mid, groups, **kw):  # type: ignore[no-untyped-def]
+        pairs.append(len(units))
+        return real_pairs(units, mid, groups, **kw)
+
+    monkeypatch.setattr(model_module, "_calibrate", calibrate)
+    monkeypatch.setattr(model_module, "pair_offset", pair_offset)
+    model = sg.fit(kb.Table.from_rows(table.rows + fake).columns, num_boost_round=30, objectives=("train_time_s",))
+    assert len(calls) == 3 and model.meta["band_offsets_new_dataset"]
+    for synthetic, scored in calls:
+        assert synthetic.any() and not scored[synthetic].any() and scored[~synthetic].any()
+    real_rows = sum(1 for r in table.rows if r["status"] in ("ok", "pruned") and not r["contended"] and r["train_time_s"])
+    assert pairs == [real_rows]

@@ -276,6 +276,9 @@ def fit(
         y = to_model_space(objective, values, x, landmark_fallback=landmark_fallback)
         keep = ~np.isnan(y)
         x, y, values, weight, final = x[keep], y[keep], values[keep], weight[keep], final[keep]
+        # Timing runs on random data train the time and memory boosters but calibrate no band: their
+        # shapes would count as new datasets whose errors say nothing of a real one's.
+        real = np.array([not s for s in picked.get("synthetic", [False] * len(keep))], dtype=bool)[keep]
         trials = np.unique(np.asarray(picked["trial_id"], dtype=object).astype(str)[keep], return_inverse=True)[1]
         if len(y) < MIN_ROWS:
             raise SurrogateError(
@@ -299,7 +302,7 @@ def fit(
             }
             shift = _landmark_or(x, landmark_fallback)
             members, units = [(y, shift), (values, np.zeros(len(y)))], values
-        curve = {"weight": weight, "score_rows": final, "trials": trials}
+        curve = {"weight": weight, "score_rows": final & real, "trials": trials}
         offset = _calibrate(lgb, x, members, units, schema, folds=calibration_folds, seed=seed,
                             num_threads=num_threads, num_boost_round=num_boost_round, **curve)
         if offset is not None:
@@ -321,7 +324,8 @@ def fit(
         if offset is not None and objective in offsets_new:
             offsets_new_dataset[objective] = max(offset, offsets_new[objective])
             # The same held-out-dataset folds calibrate a difference of two predictions (finished trials only).
-            pair = pair_offset(units[final], mid[final], pair_groups(x)[final], upper_half=objective == "test_accuracy",
+            scored = final & real
+            pair = pair_offset(units[scored], mid[scored], pair_groups(x)[scored], upper_half=objective == "test_accuracy",
                                seed=seed)
             if pair is not None:
                 pairs_new_dataset[objective] = pair
