@@ -345,10 +345,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.frameworks = args.frameworks.split(",")
     args.datasets = args.datasets.split(",")
+    return run_worker(Collector, args)
+
+
+def run_worker(kind: type[Collector], args: argparse.Namespace) -> int:
+    """One worker: logs to stderr, pinned to ``args.core`` (refits included), trials until
+    ``args.max_trials`` or the collector has nothing left to run."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.sched_setaffinity(0, {args.core})  # the worker's own work (refits) stays on its core too
-    collector = Collector(args)
+    collector = kind(args)
     n = 0
     while args.max_trials is None or n < args.max_trials:
         if not collector.run_one():

@@ -25,18 +25,12 @@ Usage (one worker per core; stop it at any time)::
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import optuna
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from collect_full import FRAMEWORK_WEIGHTS, Collector, DatasetPlan  # noqa: E402
-
-log = logging.getLogger("collect_timing")
+from collect_full import FRAMEWORK_WEIGHTS, Collector, DatasetPlan, run_worker  # noqa: E402
 
 #: Input shapes (H, W, C) that none of digits (8x8x1), MNIST and Fashion-MNIST (28x28x1) or
 #: CIFAR-10 (32x32x3) has: smaller and larger, one and three channels, one not square.
@@ -91,18 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args.datasets = list(TimingCollector.plans)
     args.data_dir, args.base_table, args.strategy = "", "", "uniform"
     args.side_share, args.time_scale, args.max_full = 0.0, 1.0, None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    logging.getLogger("collect_full").setLevel(logging.INFO)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    os.sched_setaffinity(0, {args.core})
-    collector = TimingCollector(args)
-    n = 0
-    while args.max_trials is None or n < args.max_trials:
-        if not collector.run_one():
-            break
-        n += 1
-    log.info("core %d: done, %d trials this run", args.core, n)
-    return 0
+    return run_worker(TimingCollector, args)
 
 
 if __name__ == "__main__":
