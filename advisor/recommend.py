@@ -187,11 +187,13 @@ def recommend(
         target = dataclasses.replace(target, gpu_model=device.name)  # 'h200' and 'NVIDIA H200' are one GPU
     kb, surrogate, notes, model_where, portfolio = _load(table, model_dir, seed, on_progress, target.device_kind)
     mismatch = bool(notes)  # the loader's notes say the model was fitted on another table
-    if not workload.synthetic:
-        # Timing runs on random data (``synthetic``) trained the time and memory models; as evidence
-        # of a real workload (the trials cited, the dataset nearest it, the models the table knows,
-        # its measured accuracy) they would cite a random-label accuracy.
-        kb = kb.where([not s for s in kb["synthetic"]])
+    if not workload.synthetic and any(kb["synthetic"]):
+        # Timing runs on random data trained the time and memory models; as evidence of a real
+        # workload (the trials cited, the dataset nearest it, the models the table knows, its
+        # measured accuracy) they would cite a random-label accuracy.
+        from advisor.surrogate._targets import real_rows
+
+        kb = kb.where(real_rows(kb.columns).tolist())
     # The user's own runs of this dataset join the table's as measured evidence (not as training rows).
     evidence_kb, own_ids, problem = with_own_trials(kb, own_table, workload, leave_out_own)
     if problem:

@@ -255,10 +255,10 @@ def test_collector_records_its_knobs_as_optuna_parameters(tmp_path: Path) -> Non
     assert "seed" not in a.params and a.user_attrs["advisor.params"] == {"drawn": True}
 
 
-def test_timing_collector_draws_short_runs_of_synthetic_shapes_the_four_datasets_do_not_have(tmp_path: Path) -> None:
+def test_timing_collector_draws_runs_of_synthetic_shapes_the_four_datasets_do_not_have(tmp_path: Path) -> None:
     """``collect_timing.py`` measures time on input shapes the table lacks: every draw is a
     synthetic workload with its training size stated (synthetic data without one has 2,000
-    samples), of a shape none of the four datasets has, at most TIMING_EPOCHS epochs, one thread;
+    samples), of a shape none of the four datasets has, 1 to TIMING_EPOCHS epochs, one thread;
     the next cell is the one with the fewest finished runs, and each cell is its own study."""
     from types import SimpleNamespace
 

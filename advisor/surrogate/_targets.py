@@ -26,6 +26,7 @@ __all__ = [
     "LOG_OBJECTIVES",
     "MIN_ROWS",
     "training_columns",
+    "real_rows",
     "to_model_space",
     "from_model_space",
 ]
@@ -42,6 +43,13 @@ MIN_ROWS = 5
 _INDEX = {f.name: i for i, f in enumerate(FEATURES)}
 _TOTAL_FLOPS = _INDEX["total_flops"]
 _LANDMARK = _INDEX["landmark"]
+
+
+def real_rows(columns: Mapping[str, Sequence[Any]]) -> np.ndarray:
+    """Which rows measured real data: not the timing runs on random data (``synthetic``), which
+    train the time and memory models but are evidence of no real workload and calibrate or score
+    nothing."""
+    return np.array([not s for s in columns["synthetic"]], dtype=bool)
 
 
 def _row_usable(objective: str, status: str, value: Any, synthetic: Any, contended: Any) -> bool:

@@ -38,6 +38,7 @@ from advisor.surrogate.model import (
     fit,
     training_columns,
 )
+from advisor.surrogate._targets import real_rows
 
 __all__ = ["SCHEMES", "Figures", "Evaluation", "spearman", "repeat_noise", "evaluate", "time_to_accuracy", "device_holdout",
            "error_composition", "SHORT_RUN_S", "LEARNED_MARGIN",
@@ -277,6 +278,8 @@ def evaluate(
             skipped.append(f"{objective}: only {len(y_all)} usable rows")
             done += len(schemes)
             continue
+        # Timing runs on random data train every fold and are scored in none: the figures are about real datasets.
+        real = real_rows(picked)
         for scheme in schemes:
             grouping = _groups(picked, scheme, seed)
             if grouping is None:
@@ -288,9 +291,6 @@ def evaluate(
             num_classes = np.array([np.nan if v is None else float(v) for v in picked["num_classes"]])
             by_group: dict[str, dict[str, Any]] = {}
             n_folds = 0
-            # Timing runs on random data (``synthetic``) train every fold and are scored in none: the
-            # figures are about real datasets.
-            real = np.array([not s for s in picked["synthetic"]], dtype=bool)
             for g in np.unique(groups[real]):
                 test = np.flatnonzero((groups == g) & real)
                 train = np.flatnonzero((groups != g) | ~real)

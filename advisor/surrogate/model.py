@@ -60,7 +60,8 @@ from advisor.surrogate._calibration import (BAND_COVERAGE, CALIBRATION_FOLDS, WO
 from advisor.surrogate._compat import import_lightgbm
 from advisor.surrogate._curves import CURVE_OBJECTIVES, expand_curves, weights_and_final
 from advisor.surrogate._targets import (_LANDMARK, ACCURACY_COMPANION, LOG_OBJECTIVES, MIN_ROWS, OBJECTIVES, QUANTILES,
-                                        _landmark_or, from_model_space, to_model_space, training_columns)
+                                        _landmark_or, from_model_space, real_rows, to_model_space,
+                                        training_columns)
 from advisor.surrogate.features import FeatureSchema, encode, schema_from_columns
 
 __all__ = [
@@ -278,7 +279,7 @@ def fit(
         x, y, values, weight, final = x[keep], y[keep], values[keep], weight[keep], final[keep]
         # Timing runs on random data train the time and memory boosters but calibrate no band: their
         # shapes would count as new datasets whose errors say nothing of a real one's.
-        real = np.array([not s for s in picked.get("synthetic", [False] * len(keep))], dtype=bool)[keep]
+        real = real_rows(picked)[keep]
         trials = np.unique(np.asarray(picked["trial_id"], dtype=object).astype(str)[keep], return_inverse=True)[1]
         if len(y) < MIN_ROWS:
             raise SurrogateError(

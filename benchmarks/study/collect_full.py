@@ -218,10 +218,9 @@ class Collector:
             epoch_s = self._epoch_seconds(results, fw, dataset, model, n, int(params.get("batch_size", 128)), params)
             if epoch_s <= 1.5 * budget:
                 break
-        cap = int(max(1, min(MAX_EPOCHS, budget // max(epoch_s, 1e-3))))
+        cap = int(max(1, min(self.max_epochs, budget // max(epoch_s, 1e-3))))
         # Longer runs teach more: every epoch of a run is a reading of its learning curve.
         params["epochs"] = int(self.rng.integers(max(1, cap // 3), cap + 1))
-        params["epochs"] = min(params["epochs"], self.max_epochs)
         config = space.to_config(params, seed=int(self.rng.integers(0, 2**31 - 1)))
         workload = Workload(
             dataset=dataset, model=model, train_samples=size, test_samples=None,
