@@ -51,7 +51,7 @@ from advisor._recommend._rules import (
     OTHER_SIZE, OWN_RUN_FILLS, TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
-    beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_note as _best_shot_note, cap_at_ceiling as _cap_at_ceiling,
+    beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_note as _best_shot_note, measure_note as _measure_note, cap_at_ceiling as _cap_at_ceiling,
     impossible as _impossible, order as _order, past_cap as _past_cap,
     monotone_over_epochs as _monotone_over_epochs, capped_by_measured as _capped_by_measured, p_better as _p_better, reachable as _reachable,
     robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
@@ -547,6 +547,9 @@ def recommend(
 
     choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2], top))]
     baseline = choice(int(baseline_idx[0]), 0) if baseline_idx else None
+    if reach and level_unknown and choices and not evidence_here:
+        first = choices[0].schedule_time_s or choices[0].time_s
+        notes.append(_measure_note(first.mid))
     n_front = int(pareto_mask(np.column_stack([np.log(t_c[eligible]), -a_c[eligible], np.log(m_c[eligible])])).sum())
     return Recommendation(
         workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),

@@ -427,6 +427,30 @@ def test_a_target_on_an_unmeasured_dataset_gets_best_shots_and_an_impossible_one
         _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=above))
 
 
+def test_a_guessed_answer_to_a_target_on_new_data_names_the_budget_that_would_measure_it(
+        shipped: tuple[Path, Path]) -> None:
+    """Where the answer to an accuracy target on data the table does not hold is a guess (best
+    shots), it says how to measure instead: the same command with --budget set to what the first
+    choice's run is predicted to take. A time bound, or a target on measured data, gets no such line."""
+    import re
+
+    best = max(_rec(shipped, "fashion-mnist", top=200).choices, key=lambda c: c.accuracy.mid)
+    target = round(best.accuracy.mid + 0.5 * (best.accuracy.hi - best.accuracy.mid), 4)
+    rec = _rec(shipped, "fashion-mnist", constraints=rc.Constraints(min_accuracy=target), prefer="fast", top=3)
+    assert "best shots" in rec.ranking
+    lines = [w for w in rec.warnings if "add --budget" in w]
+    assert len(lines) == 1, rec.warnings
+    amount, unit = re.search(r"--budget (\d+)([sm]) ", lines[0]).groups()
+    budget = int(amount) * (60 if unit == "m" else 1)
+    first = rec.choices[0].schedule_time_s or rec.choices[0].time_s
+    assert first.mid <= budget <= max(10.0, first.mid) + (10 if unit == "s" else 60)
+    # a time bound on the same data, and a reachable target on a measured dataset: answered, no such line
+    bounded = _rec(shipped, "fashion-mnist", constraints=rc.Constraints(max_time_s=60.0), top=1)
+    measured = _rec(shipped, "mnist", constraints=rc.Constraints(min_accuracy=0.95), prefer="fast", top=1)
+    assert bounded.choices and measured.choices
+    assert not any("add --budget" in w for w in (*bounded.warnings, *measured.warnings))
+
+
 def test_filling_runs_take_the_family_epoch_time_and_its_accuracy_at_the_epochs_that_fit() -> None:
     from advisor._recommend._baseline import obvious_default
     from advisor._recommend._candidates import Candidate

@@ -4,6 +4,8 @@ does not hold, and the one-line refusal. :func:`advisor.recommend.recommend` app
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "OWN_RUN_FILLS", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "beyond_measured", "monotone_over_epochs", "capped_by_measured", "p_better", "order",
-           "best_shots", "best_shot_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
+           "best_shots", "best_shot_note", "measure_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
@@ -234,6 +236,19 @@ def best_shot_note(c: Constraints, shots: np.ndarray, a_hi: np.ndarray, reachabl
                f"every band, below the {reachable or 0.0:.4f} the model lets any configuration reach here). ")
             + "The choices are the best shots, the highest predicted accuracy first; measure them on your data "
               "(--budget or --verify; what they measure is evidence for the next answer) before relying on one.")
+
+
+def measure_note(schedule_s: float) -> str:
+    """What to do where a single answer to an accuracy target on data the table does not hold can
+    only guess (best shots, or nothing likely enough): spend what running the first choice once is
+    predicted to cost on the closed loop instead, which measures the obvious default and the top
+    recipes on the user's data and answers with the soonest to the target."""
+    seconds = max(10.0, float(schedule_s))
+    budget = f"{math.ceil(seconds / 10) * 10:.0f}s" if seconds < 120 else f"{math.ceil(seconds / 60):.0f}m"
+    return (f"Whether a recipe or the plain default gets there sooner depends on how early this data lets a "
+            f"curve reach the target, which the table cannot tell: add --budget {budget} to this command (what "
+            f"the first choice's run is predicted to take) to measure the obvious default and the top recipes on "
+            f"your data and answer with the soonest to the target.")
 
 
 def reachable(landmark: float | None, surrogate: Any) -> float | None:
