@@ -216,6 +216,12 @@ def recommend(
                      f"clothes), never for digits or letters.")
     if target.device_kind == "cpu" and cpu_bf16_support() is None:
         exclude |= {"bfloat16"}
+    if target.device_kind == "cpu":
+        # torch.compile's warm-up runs before the timed epochs, so no time in the table includes it
+        # and no prediction can price it; measured on the portfolio's compiled recipes it did not pay
+        # on a CPU (a 19-25 s first compile, and every epoch slower: benchmarks/results/compile.md).
+        # A measured run keeps its own configuration.
+        exclude |= {"compile"}
     models = [workload.model] if model is not None else candidate_models(kb, workload)
     usable = [fw for fw in fws if f"{fw}-{target.device_kind}" in space_names()]
     if not usable:

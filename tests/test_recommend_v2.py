@@ -114,6 +114,28 @@ def test_portfolio_is_learnt_from_the_table_and_enters_the_candidates(shipped: t
     assert without.n_candidates < rec.n_candidates
 
 
+def test_a_cpu_answer_never_turns_on_torch_compile_whose_warm_up_no_recorded_time_holds(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """The harness compiles before the timed epochs, so the table cannot price torch.compile: on a
+    CPU target a predicted choice (a portfolio recipe, a draw from the space) is offered without it,
+    even where the portfolio's recipe was measured with it."""
+    model = tmp_path / "model"
+    shutil.copytree(shipped[1], model)
+    data = json.loads((model / PORTFOLIO_NAME).read_text())
+    compiled = 0
+    for recipe in data["targets"]["cpu"]:
+        if recipe["framework"] == "torch":
+            recipe["compile"] = True
+            compiled += 1
+    assert compiled
+    (model / PORTFOLIO_NAME).write_text(json.dumps(data))
+    rec = rc.recommend("digits", table=shipped[0], model_dir=model, profile=CPU_PROFILE, candidates_per_framework=100,
+                       prefer="accurate", top=200)
+    predicted = [c for c in (*rec.choices, rec.baseline) if c is not None and c.basis != "measured"]
+    assert any(c.source == "portfolio" and c.framework == "torch" for c in predicted)  # the recipes still entered
+    assert predicted and not any(c.config.get("compile") for c in predicted)
+
+
 def test_max_time_question_meets_the_bound_with_confidence(shipped: tuple[Path, Path]) -> None:
     free = _rec(shipped, "mnist", prefer="accurate").choices[0]
     bound = max(free.time_s.mid / 3, 1.0)
