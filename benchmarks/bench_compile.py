@@ -144,8 +144,10 @@ def render(_: argparse.Namespace) -> None:
              "before the timed epochs, so no recorded training time includes the warm-up (column 'warm-up'); "
              "'pays after' is the number of epochs after which compiling has paid for its warm-up and its slower "
              "first epoch ('never' where a compiled epoch is not faster).", "",
-             f"Machine: {machine_line()}. OpenBLAS restricted to its AVX2 kernels (`OPENBLAS_CORETYPE`); PyTorch's "
-             f"convolutions run on oneDNN. Contended runs recorded: {contended} (run again; the later run counts).", "",
+             f"Machine: {machine_line()}. The BLAS column is the OpenBLAS kernel each run loaded (threadpoolctl; "
+             f"`OPENBLAS_CORETYPE` {os.environ.get('OPENBLAS_CORETYPE') or 'not set'} when rendered); PyTorch's "
+             f"convolutions run on oneDNN either way. Contended runs recorded: {contended} (run again; the later run "
+             "counts).", "",
              md_table(["recipe", "dataset", "runs (on/off)", "warm-up s", "first epoch s (on / off)",
                        "steady epoch s (on / off)", "steady ratio", "accuracy (on / off)", "pays after (epochs)",
                        "BLAS"], body), "",
