@@ -659,6 +659,25 @@ def test_a_measured_run_counts_with_its_time_to_the_target_on_a_target_question(
     assert time_to_accuracy([0.5, 0.95], [1.0, 3.0], 8.0, 0.9) == (8.0, 0.95)
 
 
+def test_a_run_on_more_threads_than_the_cores_asked_for_is_not_evidence_of_their_time() -> None:
+    """Asked for one core, a run measured on two threads is not a measured candidate: run as
+    measured it would put two threads on one core, and its time is not what one core takes."""
+    from advisor._recommend._baseline import same_workload_rows
+    from advisor._recommend._workload import Target, describe_workload
+    from _knowledge_rows import rows
+
+    base = rows(1, seed=3)[0]
+    runs = [{**base, "trial_id": f"t{threads}", "status": "ok", "contended": False, "synthetic": False,
+             "device_kind": "cpu", "hardware_id": "here", "cfg_threads": threads} for threads in (1, 2)]
+    table = kb.Table.from_rows(runs)
+    workload = describe_workload(str(base["dataset_name"]), model=str(base["model"]))
+    workload = dataclasses.replace(workload, train_samples=int(base["train_samples"]), train_samples_given=True)
+    one, two = Target("cpu", 1, hardware_id="here"), Target("cpu", 2, hardware_id="here")
+    assert same_workload_rows(table, workload, one) == [0]
+    assert same_workload_rows(table, workload, two) == [0, 1]
+    assert same_workload_rows(table, workload, None) == [0, 1]  # accuracy evidence: any threads
+
+
 def test_a_measured_accuracy_is_as_firm_as_its_test_set_and_seeds_make_it() -> None:
     """A new run of a measured configuration lands within the binomial noise of the test set (seed
     noise is about that large), twice over for a single seed: 99.07% measured once on 10,000 test

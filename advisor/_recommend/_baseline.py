@@ -134,8 +134,9 @@ def _same_data(workload: WorkloadInfo, mine: knowledge.Table) -> Callable[[Any, 
 def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: Target | None) -> list[int]:
     """Rows of ``table`` measured on this workload and hardware class: same dataset and training size
     (the full size means the largest measured, when the user gave none), same device kind, and on
-    a CPU the same hardware profile (on a GPU the same GPU model, when known); status ``ok``,
-    uncontended, real data.
+    a CPU the same hardware profile and no more threads than the cores asked for (a run on two
+    threads neither runs as measured nor takes its measured time on one core); on a GPU the same GPU
+    model, when known; status ``ok``, uncontended, real data.
 
     With ``target`` None, the rows whose *accuracy* is evidence on any hardware: every device, and
     contended runs too (contention slows a run; it does not change what the run learns).
@@ -148,7 +149,8 @@ def same_workload_rows(table: knowledge.Table, workload: WorkloadInfo, target: T
     if target is None:
         pass
     elif target.device_kind == "cpu":
-        rows = [i for i in rows if target.hardware_id and cols["hardware_id"][i] == target.hardware_id]
+        rows = [i for i in rows if target.hardware_id and cols["hardware_id"][i] == target.hardware_id
+                and int(cols["cfg_threads"][i] or 1) <= target.cores]
     elif target.gpu_model:
         rows = [i for i in rows if cols["gpu_model"][i] == target.gpu_model]
     sizes = [cols["train_samples"][i] for i in rows]
