@@ -556,6 +556,12 @@ def recommend(
     if reach and level_unknown and choices and not evidence_here:
         first = choices[0].schedule_time_s or choices[0].time_s
         notes.append(_measure_note(first.mid))
+    compiled = [c.rank for c in (*choices, *([baseline] if baseline else [])) if c.config.get("compile")]
+    if target.device_kind == "cpu" and compiled:  # only a measured run keeps compile on a CPU (see exclude)
+        notes.append(f"{', '.join(f'#{r}' if r else '#dflt' for r in compiled)}: measured with torch.compile, whose "
+                     "warm-up ran before the timed epochs and is not in the time shown (20-23 s on a first run, and "
+                     "every epoch 14-29% longer, on the 2-core machine of benchmarks/results/compile.md); the same "
+                     "command without --compile runs the same arithmetic.")
     n_front = int(pareto_mask(np.column_stack([np.log(t_c[eligible]), -a_c[eligible], np.log(m_c[eligible])])).sum())
     return Recommendation(
         workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),

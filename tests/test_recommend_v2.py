@@ -136,6 +136,25 @@ def test_a_cpu_answer_never_turns_on_torch_compile_whose_warm_up_no_recorded_tim
     assert predicted and not any(c.config.get("compile") for c in predicted)
 
 
+def test_a_measured_cpu_run_that_compiled_says_its_time_leaves_the_warm_up_out(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """A measured run keeps its configuration, compile included; its measured time then leaves out
+    the warm-up the harness ran before the timed epochs, and the answer says so, naming the choice."""
+    table = kb.read(shipped[0])
+    cols = dict(table.columns)
+    cols["cfg_compile"] = [fw == "torch" and d == "mnist" for fw, d in zip(cols["framework"], cols["dataset_name"])]
+    compiled = tmp_path / "compiled.csv.gz"
+    kb.write(kb.Table(cols), compiled)
+    rec = rc.recommend("mnist", table=compiled, model_dir=shipped[1], profile=CPU_PROFILE,
+                       candidates_per_framework=100, prefer="accurate", top=50)
+    named = [c for c in rec.choices if c.config.get("compile")]
+    assert named and all(c.basis == "measured" for c in named)
+    lines = [w for w in rec.warnings if "torch.compile" in w]
+    assert len(lines) == 1 and all(f"#{c.rank}" in lines[0] for c in named)
+    plain = _rec(shipped, "mnist", prefer="accurate", top=50)  # nothing compiled: no such line
+    assert not any("torch.compile" in w for w in plain.warnings)
+
+
 def test_max_time_question_meets_the_bound_with_confidence(shipped: tuple[Path, Path]) -> None:
     free = _rec(shipped, "mnist", prefer="accurate").choices[0]
     bound = max(free.time_s.mid / 3, 1.0)
