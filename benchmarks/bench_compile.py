@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_recommend_v2 import _blas  # noqa: E402
 from common import (RESULTS, SHARED, append_jsonl, command_line, git_rev, machine_line, md_table,  # noqa: E402
                     median, read_jsonl)
 
@@ -95,8 +96,7 @@ def run(args: argparse.Namespace) -> None:
                       "epoch_times": result.epoch_times, "train_time_s": result.train_time_s,
                       "wall_time_s": result.wall_time_s, "wall_s": time.time() - t0,
                       "test_accuracy": result.test_accuracy, "contended": result.contended,
-                      "blas": ", ".join(sorted({f"{p.get('internal_api')}:{p.get('architecture')}"
-                                               for p in (result.threadpools or []) if isinstance(p, dict)})),
+                      "blas": _blas(result),
                       "config": cfg.to_dict(), "commit": git_rev(), "command": command_line()}
             append_jsonl(RAW, record)
             print(f"{record['recipe']} {dataset} seed {seed} compile={compiled}: {result.status} "
