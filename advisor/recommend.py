@@ -554,8 +554,8 @@ def recommend(
     choices = [choice(int(i), k + 1) for k, i in enumerate(_distinct_runs(order, cands, t[2], top))]
     baseline = choice(int(baseline_idx[0]), 0) if baseline_idx else None
     if reach and level_unknown and choices and not evidence_here:
-        first = choices[0].schedule_time_s or choices[0].time_s
-        notes.append(_measure_note(first.mid))
+        guess = choices[0].schedule_time_s or choices[0].time_s
+        notes.append(_measure_note(guess.mid))
     compiled = [c.rank for c in (*choices, *([baseline] if baseline else [])) if c.config.get("compile")]
     if target.device_kind == "cpu" and compiled:  # only a measured run keeps compile on a CPU (see exclude)
         notes.append(f"{', '.join(f'#{r}' if r else '#dflt' for r in compiled)}: measured with torch.compile, whose "
