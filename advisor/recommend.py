@@ -219,7 +219,7 @@ def recommend(
     if target.device_kind == "cpu":
         # torch.compile's warm-up runs before the timed epochs, so no time in the table includes it
         # and no prediction can price it; measured on the portfolio's compiled recipes it did not pay
-        # on a CPU (a 19-25 s first compile, and every epoch slower: benchmarks/results/compile.md).
+        # on a CPU (benchmarks/results/compile.md: the warm-up, and every epoch slower).
         # A measured run keeps its own configuration.
         exclude |= {"compile"}
     models = [workload.model] if model is not None else candidate_models(kb, workload)
@@ -559,9 +559,9 @@ def recommend(
     compiled = [c.rank for c in (*choices, *([baseline] if baseline else [])) if c.config.get("compile")]
     if target.device_kind == "cpu" and compiled:  # only a measured run keeps compile on a CPU (see exclude)
         notes.append(f"{', '.join(f'#{r}' if r else '#dflt' for r in compiled)}: measured with torch.compile, whose "
-                     "warm-up ran before the timed epochs and is not in the time shown (20-23 s on a first run, and "
-                     "every epoch 14-29% longer, on the 2-core machine of benchmarks/results/compile.md); the same "
-                     "command without --compile runs the same arithmetic.")
+                     "warm-up ran before the timed epochs and is not in the time shown (benchmarks/results/compile.md "
+                     "measured it, and slower epochs, on a CPU); the same command without --compile runs the same "
+                     "arithmetic.")
     n_front = int(pareto_mask(np.column_stack([np.log(t_c[eligible]), -a_c[eligible], np.log(m_c[eligible])])).sum())
     return Recommendation(
         workload=workload, target=target, constraints=constraints, preference=prefer, choices=tuple(choices),
