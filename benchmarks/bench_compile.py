@@ -34,13 +34,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_recommend_v2 import _blas  # noqa: E402
+from bench_recommend_v2 import DATA_DIRS, _blas  # noqa: E402
 from common import (RESULTS, SHARED, append_jsonl, command_line, git_rev, machine_line, md_table,  # noqa: E402
                     median, read_jsonl)
 
 RAW = RESULTS / "raw" / "compile.jsonl"
 REPORT = RESULTS / "compile.md"
-DATA_DIRS = {"mnist": "mnist", "cifar10": "cifar-10-batches-bin"}
 
 
 def recipes() -> list[dict[str, Any]]:
@@ -60,7 +59,8 @@ def _name(recipe: dict[str, Any]) -> str:
 
 
 def cells(datasets: list[str], seeds: int) -> list[tuple[dict[str, Any], str, int]]:
-    return [(r, d, s) for s in range(seeds) for d in datasets for r in recipes()]
+    compiled = recipes()
+    return [(r, d, s) for s in range(seeds) for d in datasets for r in compiled]
 
 
 def run(args: argparse.Namespace) -> None:
