@@ -171,3 +171,26 @@ def test_flip_is_refused_before_any_trial_on_a_dataset_it_would_mislabel() -> No
     assert result.exit_code == 1
     assert "augment_flip" in result.output and "'digits'" in result.output
     assert _no_trial_children()
+
+
+def test_a_compiled_trial_shows_its_warm_up_apart_from_the_train_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.compile runs on a dummy batch before the timed epochs (benchmarks/results/compile.md:
+    20-23 s on a CPU), so the train time leaves it out; the table says so and shows it, and says
+    nothing of a warm-up where there was none."""
+    import io
+
+    from rich.console import Console
+
+    import advisor.cli.measure as measure
+    from advisor.records import Config
+    from tests._knowledge_rows import make_result
+
+    result = make_result(Config(framework="torch", epochs=2, compile=True), "digits")
+    shown = io.StringIO()
+    monkeypatch.setattr(measure, "out", Console(file=shown, width=200))
+    measure._table(result)
+    assert "compile warm-up" not in shown.getvalue()  # the record says nothing of one
+    result.extra["compile_time_s"] = 21.5
+    measure._table(result)
+    line = [row for row in shown.getvalue().splitlines() if "compile warm-up" in row]
+    assert len(line) == 1 and "21.50 s" in line[0] and "not in the train time" in line[0]

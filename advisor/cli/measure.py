@@ -185,6 +185,9 @@ def _table(result: Any) -> None:
     ]
     if result.gpu_peak_memory_mb is not None:
         rows.append(("GPU peak memory", _fmt(result.gpu_peak_memory_mb, ".0f", " MiB")))
+    warm_up = result.extra.get("compile_time_s")
+    if isinstance(warm_up, (int, float)):  # torch.compile ran on a dummy batch before the timed epochs
+        rows.append(("compile warm-up", f"{warm_up:.2f} s, before the first epoch: not in the train time"))
     if result.time_to_accuracy:
         rows.append(("time to accuracy", ", ".join(f"{k}: {v:.2f}s" for k, v in result.time_to_accuracy.items())))
     if result.error:
