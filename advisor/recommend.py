@@ -51,7 +51,7 @@ from advisor._recommend._rules import (
     OTHER_SIZE, OWN_RUN_FILLS, TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
-    beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_note as _best_shot_note, measure_note as _measure_note, cap_at_ceiling as _cap_at_ceiling,
+    beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_order as _best_shot_order, best_shot_note as _best_shot_note, measure_note as _measure_note, cap_at_ceiling as _cap_at_ceiling,
     impossible as _impossible, order as _order, past_cap as _past_cap,
     monotone_over_epochs as _monotone_over_epochs, capped_by_measured as _capped_by_measured, p_better as _p_better, reachable as _reachable,
     robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
@@ -413,18 +413,16 @@ def recommend(
     past = _past_cap(cands, np.array([whole[i][2] if i in whole else t[2][i] for i in range(len(cands))]))
     if best_shot:
         # The level is unknown but the ranking of configurations transfers: the highest predicted
-        # accuracy first (a random draw on its band's low side). Among those within BEST_SHOT_TIE
-        # of it, the longer run first: on data the model does not know, its predicted curves are
-        # often flat (the learning-curve prior holds them level), and the shortest of a flat family
-        # is the worst shot at a target, not an equal one.
+        # accuracy first (a random draw on its band's low side); within a tie, evidence, then the
+        # longer run (best_shot_order).
         idx = np.flatnonzero(eligible)
         within = ~past[idx]
         idx = idx[within] if within.any() else idx
-        level = np.floor((a_c[idx].max() - a_c[idx]) / BEST_SHOT_TIE)
         run = np.array([whole[int(i)][1] if int(i) in whole else t_c[i] for i in idx])  # the whole run, not to the target
-        order = [int(i) for i in idx[np.lexsort((-run, level))]]
-        how = (f"best shots: the highest predicted accuracy first, the longer run first within "
-               f"{BEST_SHOT_TIE:g} of accuracy")
+        record = np.array([transfer_probability(cands[int(i)].transfer) or 0.0 for i in idx])
+        order = _best_shot_order(idx, a_c[idx], run, record)
+        how = (f"best shots: the highest predicted accuracy first; within {BEST_SHOT_TIE:g} of accuracy the "
+               f"surer measured record against the obvious default first, then the longer run")
     elif unsure:  # nothing is likely enough: the surest first (a random draw counts as less sure)
         idx = np.flatnonzero(eligible)
         surest = p[idx] - np.where(trusted[idx], 0.0, EXPLORATORY_CONFIDENCE - CONFIDENCE)

@@ -16,7 +16,7 @@ from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "OWN_RUN_FILLS", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "beyond_measured", "monotone_over_epochs", "capped_by_measured", "p_better", "order",
-           "best_shots", "best_shot_note", "measure_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
+           "best_shots", "best_shot_order", "best_shot_note", "measure_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
@@ -224,6 +224,20 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     if c.max_memory_mb is not None:
         mask &= m[1] <= c.max_memory_mb
     return mask if mask.any() else None
+
+
+def best_shot_order(idx: np.ndarray, accuracy: np.ndarray, run: np.ndarray, record: np.ndarray) -> list[int]:
+    """Best shots (``idx``) in the order the answer shows them; ``accuracy`` (the ranked side of each
+    band), ``run`` (each whole run's predicted time) and ``record`` (the probability, from a portfolio
+    recipe's measured record, that it beats or ties the obvious default; 0 without one) align with it.
+
+    The highest predicted accuracy first. Within :data:`BEST_SHOT_TIE` of each other, recipes are
+    told apart by evidence, not by a predicted difference smaller than the tie: the surer measured
+    record first, then the longer run (on data the model does not know its predicted curves are
+    often flat, and the shortest of a flat family is the worst shot at a target, not an equal one).
+    """
+    level = np.floor((np.max(accuracy) - np.asarray(accuracy)) / BEST_SHOT_TIE)
+    return [int(i) for i in np.asarray(idx)[np.lexsort((-np.asarray(run), -np.asarray(record), level))]]
 
 
 def best_shot_note(c: Constraints, shots: np.ndarray, a_hi: np.ndarray, reachable: float | None) -> str:
