@@ -63,6 +63,24 @@ def test_optimistic_point_bounds() -> None:
     assert _point([0.1, 0.2], peak=None)["memory"] == 0.0
 
 
+def test_a_compiled_trial_pays_its_warm_up_in_the_time_objective_and_constraint() -> None:
+    """torch.compile compiles before the timed epochs, so ``train_time_s`` leaves the warm-up out
+    (XLA's falls in the first epoch); a study's time objective, and a time constraint, count it."""
+    from advisor._tuning._study import _objective_values
+    from advisor.records import Config
+    from tests._knowledge_rows import make_result
+
+    plain = make_result(Config(framework="torch", epochs=2), "digits")
+    compiled = make_result(Config(framework="torch", epochs=2, compile=True), "digits")
+    compiled.extra["compile_time_s"] = 21.5
+    assert _objective_values(plain, ("time", "accuracy")) == [plain.train_time_s, plain.test_accuracy]
+    time, accuracy = _objective_values(compiled, ("time", "accuracy"))  # type: ignore[misc]
+    assert time == pytest.approx(compiled.train_time_s + 21.5) and accuracy == compiled.test_accuracy
+    assert compiled.train_time_with_compile_s == pytest.approx(time)
+    assert parse_constraint("time<=20").violation(time) > 0  # over the bound once the warm-up counts
+    assert parse_constraint("time<=20").satisfied(plain.train_time_s)  # type: ignore[arg-type]
+
+
 def test_prune_decision_on_synthetic_fronts() -> None:
     settings = EarlyStopping(min_completed=3)
     bad = _point([0.10, 0.12])  # time >= 9.2, accuracy <= 0.28, memory >= 200

@@ -36,7 +36,8 @@ class Objective:
 
 
 OBJECTIVES: dict[str, Objective] = {
-    "time": Objective("time", "train_time_s", "minimize", "s"),
+    # torch.compile's warm-up counts: it is time the study's trial cost (see the property)
+    "time": Objective("time", "train_time_with_compile_s", "minimize", "s"),
     "accuracy": Objective("accuracy", "test_accuracy", "maximize", ""),
     "memory": Objective("memory", "peak_memory_mb", "minimize", "MiB"),
 }
