@@ -9,19 +9,16 @@ which count the element-wise and memory-bound work that FLOPs miss). The booster
 candidate's baseline, and the boosters also see ``log(baseline / total_flops)`` as
 :data:`BASELINE_FEATURE`; the coefficients are stored in ``meta["time_baseline"]``. Trees cannot
 extrapolate, and a new dataset or model lies outside the measured ranges, so what they learn
-should be a correction that transfers: the baseline carries the scale. Held-out time MAPE on the
-shipped table (leave one dataset out / one training size out / random 5-fold, ``advisor surrogate
-evaluate``): per FLOP without a baseline 84.1 / 25.0 / 15.8%; per FLOP with a four-term baseline
-as a feature 79.1 / 19.9 / 14.1%; relative to the five-term baseline 31.0 / 15.4 / 13.0%.
+should be a correction that transfers: the baseline carries the scale. With a dataset held out this
+cut the time error by more than half against a time per FLOP, with or without the baseline as a
+mere feature (``benchmarks/results/surrogate-choices.md`` has the figures).
 
 Memory is modelled the same way, relative to a per-framework baseline of
 :data:`MEMORY_BASIS` (a constant for the framework and runtime, the dataset held as float32, and
 one batch's layer outputs as float32): the target is ``log(peak_memory_mb / baseline)``
 (:data:`MEMORY_TARGET`) and the boosters see ``log(baseline)`` as
-:data:`~advisor.surrogate.features.MEMORY_BASELINE_FEATURE`. Held-out memory MAPE on the shipped
-table (same three schemes): 22.1 / 8.1 / 2.4% modelled as ``log(peak_memory_mb)``, 17.6 / 4.5 /
-1.8% relative to the baseline. (A parameter term made the baseline worse on a held-out dataset:
-24% against 14% for the baseline alone, measured while choosing.)
+:data:`~advisor.surrogate.features.MEMORY_BASELINE_FEATURE`. It was better held out than
+``log(peak_memory_mb)``, and a parameter term made the baseline worse on a held-out dataset.
 """
 
 from __future__ import annotations

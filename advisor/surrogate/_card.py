@@ -96,7 +96,7 @@ def _accuracy_lines(meta: Mapping[str, Any]) -> list[str]:
               " the most any training trial removed, so easy data is not promised 1.0.")
     return ["- **Accuracy** is modelled as accuracy minus the dataset's",
             "  " + marks,
-            "  which carries what was learnt on easy data over to hard data (see `advisor/surrogate/model.py` for the",
+            "  which carries what was learnt on easy data over to hard data (see `benchmarks/results/surrogate-choices.md` for the",
             "  held-out figures that chose it over plain accuracy and over the share of the landmark's error)." + capped]
 
 

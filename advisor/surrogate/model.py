@@ -6,37 +6,29 @@ orders of magnitude and their noise is multiplicative); accuracy is modelled as 
 [0, 1]. Where the three predictions of a row cross, accuracy and memory sort them (the middle of
 three is the better median there), while time keeps the 0.5 model's prediction as its median and
 moves a crossing band edge onto it: out of fold, sorting swapped time's median for a band edge on
-77% of the rows of a held-out dataset, and measured on the shipped table the choice moved the
-held-out figures (leave one dataset out / one training size out / random 5-fold) as follows:
-time MAPE 35.1 / 15.4 / 12.9% sorted against 31.0 / 15.4 / 13.0% kept; memory MAPE 17.6 / 4.5 /
-1.8% sorted against 18.0 / 4.6 / 1.8% kept.
+most rows of a held-out dataset and made its time error worse.
 
-Time and memory are modelled relative to physical baselines (:mod:`advisor.surrogate._baselines`
-holds them with the held-out figures that chose them), and the bands are calibrated by
-conformalized quantile regression (:mod:`advisor.surrogate._calibration`). Which rows train which
-model, and the transform between measured values and the boosters' targets, are in
-:mod:`advisor.surrogate._targets`.
+Time and memory are modelled relative to physical baselines (:mod:`advisor.surrogate._baselines`),
+and the bands are calibrated by conformalized quantile regression (:mod:`advisor.surrogate._calibration`).
+Which rows train which model, and the transform between measured values and the boosters' targets,
+are in :mod:`advisor.surrogate._targets`.
 
 Accuracy is modelled relative to the dataset's landmark (:mod:`advisor._datasets.landmark`, the
-test accuracy of a fixed ridge classifier on random convolutional features): the target is ``accuracy - landmark`` and a prediction
-adds the candidate's landmark back. What the boosters learn is then how much a network beats the
-simplest classifier, which transfers from easy datasets to hard ones; plain accuracy learnt on
-digits and MNIST promised CIFAR-10 about 0.97. Alone, though, the relative model overshoots on
-easy data (CIFAR-10's large margin over its landmark pushed MNIST and digits predictions to 1.0),
-so a second set of boosters (:data:`ACCURACY_COMPANION`) could learn plain accuracy, and a
-prediction take the lower of the two, quantile by quantile (:data:`COMBINE_WITH_PLAIN`). On the
-first table (digits, MNIST and CIFAR-10 subsets) that cost little held out (0.183 against 0.159
-MAE with a dataset held out) and stopped predictions of 1.0. On the v2 table (full-size MNIST,
-Fashion-MNIST and CIFAR-10 added, 2,458 trials) it costs much more: with a dataset held out, the
-lower of both is off by 0.192 (band coverage 47%), the difference alone by 0.165 (64%); MNIST held
-out is under-predicted by 0.21 with the companion and by 0.07 without. So the companion is off,
-and what it guarded against is bounded instead: a relative prediction never removes more of the
-landmark's error (``1 - landmark``) than any training trial did
-(``meta["accuracy_target"]["headroom_cap"]``), so easy data is not promised 1.0.
-Modelling the share of the landmark's error removed, ``(accuracy - landmark) / (1 - landmark)``,
-was tried too: 0.208 held out, worse than the difference (it over-predicts CIFAR-10 by 0.15). A row without a
-landmark (a user's ``.npz`` in a merged table) uses the median landmark of the training rows,
-stored as ``meta["accuracy_target"]["landmark_fallback"]``.
+test accuracy of a fixed ridge classifier on random convolutional features): the target is
+``accuracy - landmark`` and a prediction adds the candidate's landmark back. What the boosters
+learn is then how much a network beats the simplest classifier, which transfers from easy datasets
+to hard ones, where plain accuracy learnt on easy data promised hard data nearly as much. Alone,
+though, the relative model overshoots on easy data, so a second set of boosters
+(:data:`ACCURACY_COMPANION`) can learn plain accuracy and a prediction take the lower of the two,
+quantile by quantile (:data:`COMBINE_WITH_PLAIN`); with full-size datasets in the table that cost
+more held out than it saved, so the companion is off, and what it guarded against is bounded
+instead: a relative prediction never removes more of the landmark's error (``1 - landmark``) than
+any training trial did (``meta["accuracy_target"]["headroom_cap"]``), so easy data is not promised
+1.0. The share of the landmark's error removed, ``(accuracy - landmark) / (1 - landmark)``, was
+worse held out than the difference. A row without a landmark (a user's ``.npz`` in a merged table)
+uses the median landmark of the training rows, stored as
+``meta["accuracy_target"]["landmark_fallback"]``. The held-out figures behind each of these choices
+are in ``benchmarks/results/surrogate-choices.md``.
 
 Training is deterministic: fixed seed, ``deterministic=True``, one thread by default.
 """
@@ -195,7 +187,7 @@ class Surrogate:
 
 
 #: Fit the plain-accuracy companion boosters and take the lower of the two models' predictions
-#: (off: see the module docstring for the held-out figures that decided it).
+#: (off: ``benchmarks/results/surrogate-choices.md`` has the held-out figures that decided it).
 COMBINE_WITH_PLAIN = False
 
 
