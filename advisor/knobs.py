@@ -76,6 +76,8 @@ class Knob:
             distances use its log), ``log10`` (a ``log10_<name>`` feature), ``cat``, or ``none``.
         flag: CLI flag of ``advisor measure`` (``None``: not an option there).
         searchable: Whether a search space may search or fix it.
+        cpu_speed: Chosen for a CPU's speed alone (what is learnt does not depend on it): a recipe
+            measured or collected on a CPU and answered for a GPU takes the framework's default.
     """
 
     name: str
@@ -95,6 +97,7 @@ class Knob:
     encoding: str = "num"
     flag: str | None = None
     searchable: bool = True
+    cpu_speed: bool = False
 
     def accepted(self) -> str:
         """What a value must be, in the words of an error message."""
@@ -177,7 +180,7 @@ KNOBS: tuple[Knob, ...] = (
          low=1, high=4096, env={"*": ("TF_NUM_INTEROP_THREADS",)}, flag="--inter-op-threads"),
     Knob("onednn", "bool", None, "oneDNN on or off; default: the framework's.", nullable=True,
          frameworks=("torch", "tensorflow"), env={"tensorflow": ("TF_ENABLE_ONEDNN_OPTS",)},
-         flag="--onednn"),
+         flag="--onednn", cpu_speed=True),
     Knob("xla", "bool", None, "XLA JIT compilation of the train step.", nullable=True,
          frameworks=_TF, flag="--xla"),
     Knob("execution_mode", "choice", None, "ONNX Runtime execution mode.",
@@ -185,7 +188,7 @@ KNOBS: tuple[Knob, ...] = (
          flag="--execution-mode"),
     Knob("graph_optimization", "choice", None, "ONNX Runtime graph optimisation level.",
          choices=("disable", "basic", "extended", "all"), nullable=True, frameworks=_ORT,
-         encoding="cat", flag="--graph-optimization"),
+         encoding="cat", flag="--graph-optimization", cpu_speed=True),
     Knob("channels_last", "bool", False, "Channels-last (NHWC) memory format for convolutions.",
          frameworks=_TORCH, off=False, flag="--channels-last"),
     Knob("compile", "bool", False,

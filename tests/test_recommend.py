@@ -154,6 +154,35 @@ def test_gpu_on_a_cpu_only_table_is_an_extrapolation(shipped: tuple[Path, Path])
     assert c.accuracy.hi == pytest.approx(min(1.0, raw["test_accuracy"].hi[0] + 0.1))
 
 
+def test_a_cpu_recipe_answered_for_a_gpu_leaves_its_cpu_speed_settings(tmp_path: Path) -> None:
+    """oneDNN and ONNX Runtime's graph optimisation level were chosen for a CPU's speed: a CPU run's
+    accuracy is evidence for the same recipe on a GPU, its '--graph-optimization disable' is not."""
+    from advisor._recommend._baseline import measured_elsewhere
+    from advisor.knobs import KNOBS
+
+    assert {k.name for k in KNOBS if k.cpu_speed} == {"onednn", "graph_optimization"}
+    ort = Config(framework="onnxruntime", epochs=2, optimizer="adam", graph_optimization="disable",
+                 execution_mode="sequential")
+    torch = Config(framework="torch", epochs=2, onednn=False, channels_last=True)
+    table = tmp_path / "cpu.csv.gz"
+    kb.write([kb.row_from_result(make_result(c, "cifar10"), CPU_PROFILE) for c in (ort, torch)], table)
+    got = measured_elsewhere(kb.read(table), rc.describe_workload("cifar10"), rc.Target("gpu", 2, "NVIDIA H200"),
+                             models={"cifar_quick"}, frameworks={"onnxruntime", "torch"})
+    by_fw = {cfg.framework: cfg for cfg, _ in got}
+    assert set(by_fw) == {"onnxruntime", "torch"} and all(c.device == "cuda" for c in by_fw.values())
+    assert by_fw["onnxruntime"].graph_optimization is None and by_fw["torch"].onednn is None
+    # what the recipe learns with is kept
+    assert by_fw["onnxruntime"].execution_mode == "sequential" and by_fw["torch"].channels_last
+    # a portfolio recipe (collected on a CPU) the same way; on a CPU it keeps them
+    from advisor._recommend._candidates import portfolio_candidates
+
+    recipe = {**ort.to_dict(), "model": "cifar_quick"}
+    for kind, level in (("gpu", None), ("cpu", "disable")):
+        cands = portfolio_candidates([recipe], rc.describe_workload("cifar10"), rc.Target(kind, 1),
+                                     ["onnxruntime"], ["cifar_quick"], False, set())
+        assert cands and {c.config.graph_optimization for c in cands} == {level}
+
+
 def test_unmeasured_kind_of_data_is_an_extrapolation(tmp_path: Path) -> None:
     table = tmp_path / "gray.csv.gz"
     kb.write(rows(60, seed=2, datasets=("digits", "mnist")), table)

@@ -27,6 +27,7 @@ import numpy as np
 from advisor import knowledge
 from advisor._recommend._workload import Target, WorkloadInfo
 from advisor.errors import KnowledgeBaseError
+from advisor.knobs import KNOBS
 from advisor.records import Config
 
 __all__ = ["OBVIOUS_DEFAULT", "EPOCH_GRID", "obvious_default", "Measured", "measured_configs", "same_workload_rows",
@@ -295,7 +296,7 @@ def measured_elsewhere(table: knowledge.Table, workload: WorkloadInfo, target: T
             continue
         try:
             cfg = Config.from_dict({**got.config.to_dict(), "device": "cuda", "threads": 1, "inter_op_threads": 1,
-                                    "onednn": None})
+                                    **{k.name: k.default for k in KNOBS if k.cpu_speed}})
         except Exception:  # noqa: BLE001 - a recipe the GPU path refuses
             continue
         out.append((cfg, got))

@@ -186,7 +186,7 @@ def portfolio_candidates(portfolio: list[dict[str, Any]], workload: WorkloadInfo
         if fw not in frameworks or mdl not in models:
             continue
         params = {k.name: recipe[k.name] for k in KNOBS if k.name in recipe and k.name not in exclude
-                  and knob_applies(k, fw, target.device_kind)}
+                  and knob_applies(k, fw, target.device_kind) and not (device == "cuda" and k.cpu_speed)}
         params.update(forced_by_model(fw, mdl))
         record = record_for(recipe, max_time_s)
         if record is None and recipe.get("transfers"):
