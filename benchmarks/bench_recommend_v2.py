@@ -173,9 +173,19 @@ def _idx_noisy(path: Path, name: str, rate: float) -> None:
 
 
 def _cifar10_classes(path: Path, classes: tuple[int, ...]) -> None:
-    """Some CIFAR-10 classes as their own task (renumbered 0, 1, ... in the order given): every
-    training and test image of the copy in them."""
-    x, y, x_test, y_test = _cifar10_arrays()
+    """Some CIFAR-10 classes as their own task (:func:`_classes`)."""
+    _classes(path, _cifar10_arrays(), classes)
+
+
+def _idx_classes(path: Path, name: str, classes: tuple[int, ...]) -> None:
+    """Some classes of an IDX dataset as their own task (:func:`_classes`)."""
+    _classes(path, (*_idx_pair(name, "train"), *_idx_pair(name, "t10k")), classes)
+
+
+def _classes(path: Path, arrays: tuple[np.ndarray, ...], classes: tuple[int, ...]) -> None:
+    """Some classes as their own task (renumbered 0, 1, ... in the order given): every training and
+    test image of ``arrays`` (x, y, x_test, y_test) in them."""
+    x, y, x_test, y_test = arrays
     lookup = np.full(10, -1, dtype=np.int64)
     lookup[list(classes)] = np.arange(len(classes))
     train, test = np.isin(y, classes), np.isin(y_test, classes)
@@ -226,7 +236,11 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            "cifar10-crop24": lambda path: _cifar10_derived(path, lambda x: x[:, 4:28, 4:28]),
            "cifar10-3class": lambda path: _cifar10_classes(path, (3, 4, 5)),
            "fashion-mnist-crop20": lambda path: _idx_variant(path, "fashion-mnist", lambda x: x[:, 4:24, 4:24], 20000),
-           "mnist-inverted": lambda path: _idx_variant(path, "mnist", lambda x: 255 - x, 15000)}
+           "mnist-inverted": lambda path: _idx_variant(path, "mnist", lambda x: 255 - x, 15000),
+           # added at stop 41, the same way: Fashion-MNIST's four look-alike tops (T-shirt, pullover,
+           # coat, shirt: 24,000 training images) and all of Fashion-MNIST at 7x7 (4x4 blocks averaged)
+           "fashion-mnist-tops": lambda path: _idx_classes(path, "fashion-mnist", (0, 2, 4, 6)),
+           "fashion-mnist-7px": lambda path: _idx_variant(path, "fashion-mnist", lambda x: _halved(_halved(x)))}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
