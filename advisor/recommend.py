@@ -31,7 +31,7 @@ import numpy as np
 from advisor import knowledge
 from advisor._recommend._candidates import (
     DEFAULT_CANDIDATES, MODEL_MIN_TRIALS, Candidate, candidate_models, candidates, columns, encode_candidates,
-    portfolio_candidates, space_names, unique, unseen_knobs,
+    portfolio_candidates, space_names, too_small_for, unique, unseen_knobs,
 )
 from advisor._recommend._baseline import (
     EPOCH_GRID, MEASURED_ACCURACY_NOISE, accuracy_ceiling, measured_configs, measured_elsewhere, obvious_default,
@@ -223,6 +223,12 @@ def recommend(
         # A measured run keeps its own configuration.
         exclude |= {"compile"}
     models = [workload.model] if model is not None else candidate_models(kb, workload)
+    small = too_small_for(kb, workload) if model is None else {}
+    if small:  # the table's best-measured architectures may be among them: say how to get them back
+        side = max(small.values())
+        notes.append(f"{', '.join(sorted(small))} do not build on a {'x'.join(map(str, workload.input_shape[:2]))} "
+                     f"input (each 2x2 pooling halves it), so the answer is among {', '.join(models)}; padded "
+                     f"with zeros to at least {side} pixels a side, the images would fit them all.")
     usable = [fw for fw in fws if f"{fw}-{target.device_kind}" in space_names()]
     if not usable:
         raise SurrogateError(f"No framework among {', '.join(fws)} has a search space for the {device_kind} target.")

@@ -183,6 +183,29 @@ def test_a_cpu_recipe_answered_for_a_gpu_leaves_its_cpu_speed_settings(tmp_path:
         assert cands and {c.config.graph_optimization for c in cands} == {level}
 
 
+def test_models_that_do_not_build_on_a_small_input_are_named_with_the_size_that_fits(
+        shipped: tuple[Path, Path], tmp_path: Path) -> None:
+    """cifar_quick pools three times, so a 7x7 image leaves it out; the answer says so and how to
+    get it back, rather than answering among the others in silence."""
+    from advisor._recommend._candidates import candidate_models, too_small_for
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "tiny.npz"
+    np.savez(data, x_train=rng.integers(0, 255, (300, 7, 7), dtype=np.uint8), y_train=rng.integers(0, 10, 300),
+             x_test=rng.integers(0, 255, (100, 7, 7), dtype=np.uint8), y_test=rng.integers(0, 10, 100))
+    table = kb.read(shipped[0])
+    tiny = rc.describe_workload(str(data))
+    assert too_small_for(table, tiny) == {"cifar_quick": 8}
+    assert "cifar_quick" not in candidate_models(table, tiny)
+    rec = _rec(shipped, str(data), cores=1)
+    note = [w for w in rec.warnings if "do not build" in w]
+    assert len(note) == 1 and "cifar_quick" in note[0] and "7x7" in note[0] and "8 pixels a side" in note[0]
+    assert {c.model for c in rec.choices} <= {"lenet5", "mlp"}
+    # on an input every model builds on there is nothing to say
+    assert too_small_for(table, rc.describe_workload("mnist")) == {}
+    assert not [w for w in _rec(shipped, "mnist", cores=1).warnings if "do not build" in w]
+
+
 def test_unmeasured_kind_of_data_is_an_extrapolation(tmp_path: Path) -> None:
     table = tmp_path / "gray.csv.gz"
     kb.write(rows(60, seed=2, datasets=("digits", "mnist")), table)

@@ -19,7 +19,7 @@ from advisor._recommend._workload import Target, WorkloadInfo, describe_workload
 from advisor.records import Config
 
 __all__ = ["DEFAULT_CANDIDATES", "MODEL_MIN_TRIALS", "Candidate", "family_key", "candidates", "columns", "unseen_knobs",
-           "candidate_models", "portfolio_candidates", "unique", "encode_candidates", "space_names"]
+           "candidate_models", "too_small_for", "portfolio_candidates", "unique", "encode_candidates", "space_names"]
 
 DEFAULT_CANDIDATES = 500  # per framework; a few thousand in all
 
@@ -150,22 +150,44 @@ def space_names() -> frozenset[str]:
     return frozenset(spaces.list_spaces())
 
 
-def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
-    """The workload's default model, then the models the table knows well, that build on this input."""
+def _well_known(kb: knowledge.Table) -> list[str]:
+    """The models the table holds at least :data:`MODEL_MIN_TRIALS` completed trials of, most first."""
     from collections import Counter
 
+    counts = Counter(mdl for mdl, st in zip(kb["model"], kb["status"]) if st == "ok")
+    return [name for name, n in counts.most_common() if n >= MODEL_MIN_TRIALS]
+
+
+def _builds(name: str, shape: Sequence[int], num_classes: int) -> bool:
     from advisor import models as model_registry
 
-    counts = Counter(mdl for mdl, st in zip(kb["model"], kb["status"]) if st == "ok")
+    try:
+        model_registry.param_count(model_registry.get_model(name), tuple(shape), num_classes)
+    except Exception:  # noqa: BLE001 - an unknown model or one that does not fit this input
+        return False
+    return True
+
+
+def candidate_models(kb: knowledge.Table, workload: WorkloadInfo) -> list[str]:
+    """The workload's default model, then the models the table knows well, that build on this input."""
     out = [workload.model]
-    for name, n in counts.most_common():
-        if n < MODEL_MIN_TRIALS or name in out:
+    out += [name for name in _well_known(kb) if name not in out
+            and _builds(name, workload.input_shape, workload.num_classes)]
+    return out
+
+
+def too_small_for(kb: knowledge.Table, workload: WorkloadInfo) -> dict[str, int]:
+    """The models the table knows well that do not build on this input because it is too small
+    (each pooling halves it), each with the smallest square side it builds on."""
+    shape = tuple(workload.input_shape)
+    out: dict[str, int] = {}
+    for name in _well_known(kb):
+        if len(shape) != 3 or _builds(name, shape, workload.num_classes):
             continue
-        try:
-            model_registry.param_count(model_registry.get_model(name), workload.input_shape, workload.num_classes)
-        except Exception:  # noqa: BLE001 - an unknown model or one that does not fit this input
-            continue
-        out.append(name)
+        side = next((s for s in range(max(shape[:2]) + 1, 257)
+                     if _builds(name, (max(s, shape[0]), max(s, shape[1]), shape[2]), workload.num_classes)), None)
+        if side is not None:
+            out[name] = side
     return out
 
 
