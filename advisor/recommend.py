@@ -228,7 +228,8 @@ def recommend(
         side = max(small.values())
         notes.append(f"{', '.join(sorted(small))} do not build on a {'x'.join(map(str, workload.input_shape[:2]))} "
                      f"input (each 2x2 pooling halves it), so the answer is among {', '.join(models)}; padded "
-                     f"with zeros to at least {side} pixels a side, the images would fit them all.")
+                     f"with zeros to at least {side} pixels a side, the images would fit them all (whether "
+                     f"that helps is not known here: --verify N on the padded data measures it).")
     usable = [fw for fw in fws if f"{fw}-{target.device_kind}" in space_names()]
     if not usable:
         raise SurrogateError(f"No framework among {', '.join(fws)} has a search space for the {device_kind} target.")
