@@ -216,12 +216,12 @@ def recommend(
                      f"clothes), never for digits or letters.")
     if target.device_kind == "cpu" and cpu_bf16_support() is None:
         exclude |= {"bfloat16"}
-    if target.device_kind == "cpu":
-        # torch.compile's warm-up runs before the timed epochs, so no time in the table includes it
-        # and no prediction can price it; measured on the portfolio's compiled recipes it did not pay
-        # on a CPU (benchmarks/results/compile.md: the warm-up, and every epoch slower).
-        # A measured run keeps its own configuration.
-        exclude |= {"compile"}
+    # torch.compile's warm-up runs before the timed epochs, so no time in the table includes it and
+    # no prediction can price it: measured on the portfolio's compiled recipes it did not pay on a
+    # CPU (benchmarks/results/compile.md: the warm-up, and every epoch slower), and on the H200 it
+    # ran past the trials' 60 s limit for these small nets (gpu-model.md). A run measured on this
+    # machine keeps its own configuration; a CPU run lent to a GPU answer leaves it off.
+    exclude |= {"compile"}
     models = [workload.model] if model is not None else candidate_models(kb, workload)
     small = too_small_for(kb, workload) if model is None else {}
     if small:  # the table's best-measured architectures may be among them: say how to get them back
@@ -262,7 +262,8 @@ def recommend(
     # ceil(e n0 / n) epochs of the n asked for, about as long, so a bound the e-epoch run at n would
     # break still gets this evidence. Without a bound the e-epoch run at n stays as it was: both would
     # show the same measured accuracy, and the shorter would win on time though the longer learns more.
-    elsewhere = measured_elsewhere(evidence_kb, workload, target, models=evidence_models, frameworks=set(usable))
+    elsewhere = measured_elsewhere(evidence_kb, workload, target, models=evidence_models, frameworks=set(usable),
+                                   exclude=exclude)
     if constraints.max_time_s is not None and to_target is None:  # on a GPU too, for the CPU runs standing in
         cands += [Candidate(cfg, OTHER_SIZE, None, model=m.model, accuracy_of=m) for m in measured
                   if id(m) in other_size and m.config.framework in usable

@@ -284,10 +284,12 @@ def accuracy_ceiling(table: knowledge.Table, workload: WorkloadInfo) -> float | 
 
 
 def measured_elsewhere(table: knowledge.Table, workload: WorkloadInfo, target: Target, *, models: set[str],
-                       frameworks: set[str]) -> list[tuple[Config, Measured]]:
+                       frameworks: set[str], exclude: Collection[str] = ()) -> list[tuple[Config, Measured]]:
     """Configurations measured on this workload on a CPU, as the same runs on ``target``'s GPU, each
     with its measurement: their accuracy is evidence there (the same recipe learns the same on
-    either device), their time and memory are not. Empty for a CPU target."""
+    either device), their time and memory are not. The CPU's speed settings (``Knob.cpu_speed``)
+    and the knobs the answer leaves out (``exclude``, e.g. compile) take their defaults. Empty for
+    a CPU target."""
     if target.device_kind != "gpu":
         return []
     out = []
@@ -296,7 +298,7 @@ def measured_elsewhere(table: knowledge.Table, workload: WorkloadInfo, target: T
             continue
         try:
             cfg = Config.from_dict({**got.config.to_dict(), "device": "cuda", "threads": 1, "inter_op_threads": 1,
-                                    **{k.name: k.default for k in KNOBS if k.cpu_speed}})
+                                    **{k.name: k.default for k in KNOBS if k.cpu_speed or k.name in exclude}})
         except Exception:  # noqa: BLE001 - a recipe the GPU path refuses
             continue
         out.append((cfg, got))
