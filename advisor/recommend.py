@@ -563,7 +563,7 @@ def recommend(
         guess = choices[0].schedule_time_s or choices[0].time_s
         notes.append(_measure_note(guess.mid))
     compiled = [c.rank for c in (*choices, *([baseline] if baseline else [])) if c.config.get("compile")]
-    if target.device_kind == "cpu" and compiled:  # only a measured run keeps compile on a CPU (see exclude)
+    if compiled:  # only a run measured here keeps compile (see exclude)
         notes.append(f"{', '.join(f'#{r}' if r else '#dflt' for r in compiled)}: measured with torch.compile, whose "
                      "warm-up ran before the timed epochs and is not in the time shown (benchmarks/results/compile.md "
                      "measured it, and slower epochs, on a CPU); the same command without --compile runs the same "

@@ -109,8 +109,6 @@ def _idx_pair(name: str, part: str) -> tuple[np.ndarray, np.ndarray]:
             read_idx(folder / f"{part}-labels-idx1-ubyte.gz").astype(np.int64))
 
 
-
-
 def _mnist_fashion20(path: Path) -> None:
     """MNIST's digits and Fashion-MNIST's clothes as one 20-class task (clothes are classes 10-19),
     shuffled with a fixed seed: 30,000 training images of the 120,000, 10,000 test of the 20,000."""
@@ -146,8 +144,6 @@ def _cifar10_per_class(path: Path, count: Any) -> None:
     np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
 
 
-
-
 def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> np.ndarray:
     """Symmetric label noise: a fixed ``rate`` of the labels (seed 0) replaced by another class."""
     rng = np.random.default_rng(0)
@@ -162,8 +158,6 @@ def _rgb32(images: np.ndarray) -> np.ndarray:
     three channels (CIFAR-10's shape)."""
     padded = np.pad(images, ((0, 0), (2, 2), (2, 2), (0, 0)))
     return np.repeat(padded, 3, axis=3)
-
-
 
 
 def _idx_noisy(path: Path, name: str, rate: float) -> None:
@@ -609,7 +603,10 @@ def render(_: argparse.Namespace) -> None:
                   "rule was revisited: `cifar10-crop24` the copy's central 24x24 (a training crop's size),",
                   "`cifar10-3class` its cats, deer and dogs as a 3-class task (9,000 training images),",
                   "`fashion-mnist-crop20` Fashion-MNIST's central 20x20 with 20,000 training images and",
-                  "`mnist-inverted` MNIST in negative (white background) with 15,000 training images:",
+                  "`mnist-inverted` MNIST in negative (white background) with 15,000 training images; added",
+                  "at stop 41 the same way: `fashion-mnist-tops` Fashion-MNIST's four look-alike tops (T-shirt,",
+                  "pullover, coat, shirt: 24,000 training images), `fashion-mnist-7px` all of it at 7x7 (4x4",
+                  "blocks averaged) and `fashion-mnist-7px-pad8` the same padded with zeros to 8x8:",
                   "shapes, class counts, class balances and label noise no trial has, so",
                   "nothing about them is measured. The same columns as above; the",
                   "seed-study column does not apply. Not counted in the totals above.", "",
