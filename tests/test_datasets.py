@@ -363,8 +363,17 @@ def test_npz_labels_as_users_save_them_are_renumbered_to_one_output_per_class(tm
     np.savez(sk, X_train=x, y_train=y, X_test=xt, y_test=yt)
     assert read_npz(sk)[0].shape == (12, 6, 6, 1) and get_info(str(sk)).input_shape == (6, 6, 1)
     column2 = write_npz(tmp_path / "two_columns.npz", x_train=x, y_train=np.stack([y, y], 1), x_test=xt, y_test=yt)
-    with pytest.raises(DatasetFileError, match="labels y_train must be a 1-D array of class numbers or names"):
+    with pytest.raises(DatasetFileError, match=r"labels y_train must be a 1-D array of class numbers or names \(or "
+                                               r"one-hot rows\), got shape \(12, 2\) whose row 0 is not one-hot"):
         get_info(str(column2))
+    # Keras' to_categorical rows (float32), or one-hot integers, load as the column of their 1
+    hot = read_npz(write_npz(tmp_path / "one_hot.npz", x_train=x, y_train=np.eye(3, dtype=np.float32)[y], x_test=xt,
+                             y_test=np.eye(3, dtype=np.uint8)[yt]))
+    assert hot[4] == 3 and hot[1].tolist() == y.tolist() and hot[3].tolist() == yt.tolist() and hot[1].dtype == np.int64
+    assert get_info(str(tmp_path / "one_hot.npz")).num_classes == 3
+    soft = np.eye(3)[y] * 0.9 + 0.1 / 3  # label-smoothed rows are not one class each
+    with pytest.raises(DatasetFileError, match=r"soft.npz: labels y_train .* row 0 is not one-hot"):
+        read_npz(write_npz(tmp_path / "soft.npz", x_train=x, y_train=soft, x_test=xt, y_test=yt))
     # class names, as a CSV or a folder of images gives them, are numbered in sorted order (no pickle needed)
     names = np.array(["cat", "dog", "eel"])
     named = read_npz(write_npz(tmp_path / "named.npz", x_train=x, y_train=names[y], x_test=xt, y_test=names[yt]))

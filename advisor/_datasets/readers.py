@@ -281,7 +281,7 @@ def read_cifar_python(path: str | os.PathLike[str], *, digest: bool = True
 
 _NPZ_FIX = ("save it with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...): images as numbers "
             "(N, H, W), (N, H, W, C), (N, C, H, W) or flat (N, H*W[*3]), labels one class number or name "
-            "per image")
+            "per image (or a one-hot row)")
 
 
 def _member_names(members: Any) -> dict[str, str]:
@@ -422,9 +422,11 @@ def _check_npz_shapes(path: Path, headers: dict[str, tuple[tuple[int, ...], np.d
                                "differ in shape", _NPZ_FIX)
     for split in ("train", "test"):
         yshape, ydtype = headers[f"y_{split}"]
-        if not (len(yshape) == 1 or (len(yshape) == 2 and yshape[1] == 1)) or ydtype.kind not in "iufUS":
-            raise file_error(path, f"labels y_{split} must be a 1-D array of class numbers or names, got shape {yshape} dtype "
-                                   f"{ydtype}", _NPZ_FIX)
+        # (N,), a Keras-style (N, 1) column, or one-hot rows (N, C) of numbers, checked by _labels
+        if not (len(yshape) == 1 or (len(yshape) == 2 and (yshape[1] == 1 or ydtype.kind in "iufb"))) \
+                or ydtype.kind not in "iufbUS":
+            raise file_error(path, f"labels y_{split} must be a 1-D array of class numbers or names (or one-hot rows), got "
+                                   f"shape {yshape} dtype {ydtype}", _NPZ_FIX)
         if yshape[0] != xs[f"x_{split}"][0]:
             raise file_error(path, f"x_{split} has {xs[f'x_{split}'][0]} samples but y_{split} has "
                                    f"{yshape[0]} labels", _NPZ_FIX)
@@ -441,15 +443,30 @@ def _load_npz_arrays(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]
         raise file_error(path, f"is corrupt ({exc})") from None
 
 
+def _one_hot_classes(path: Path, split: str, y: np.ndarray) -> np.ndarray:
+    """``y`` unchanged unless it is ``(N, C)`` with ``C > 1``: then each row's one 1 as its class
+    number (one-hot rows), and a one-line error for anything else of that shape (soft or multi-label
+    rows: advisor trains single-label classifiers)."""
+    if y.ndim != 2 or y.shape[1] < 2:
+        return y
+    rows = y.astype(np.float64)
+    if not (np.isin(rows, (0.0, 1.0)).all() and (rows.sum(axis=1) == 1).all()):
+        bad = int(np.flatnonzero(~(np.isin(rows, (0.0, 1.0)).all(axis=1) & (rows.sum(axis=1) == 1)))[0])
+        raise file_error(path, f"labels y_{split} must be a 1-D array of class numbers or names (or one-hot rows), "
+                               f"got shape {y.shape} whose row {bad} is not one-hot (one 1, the rest 0)", _NPZ_FIX)
+    return np.argmax(rows, axis=1)
+
+
 def _labels(path: Path, y_train: np.ndarray, y_test: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """The labels as classes ``0..C-1`` (int64, 1-D), and ``C``.
 
     Labels that are not already ``0..C-1`` (EMNIST letters' 1..26, SVHN's 1..10, a binary task's
     -1/+1, classes with gaps, class names such as ``"cat"``) are renumbered by their sorted values,
     train and test alike, so the model has one output per class that occurs. A Keras-style
-    ``(N, 1)`` column is flattened, and
-    floats are accepted where they are whole numbers.
+    ``(N, 1)`` column is flattened, one-hot rows (``to_categorical``'s ``(N, C)``: one 1 per row,
+    the rest 0) become the column of their 1, and floats are accepted where they are whole numbers.
     """
+    y_train, y_test = (_one_hot_classes(path, split, y) for split, y in (("train", y_train), ("test", y_test)))
     if y_train.dtype.kind in "US" or y_test.dtype.kind in "US":  # class names: numbered in sorted order
         if not (y_train.dtype.kind in "US" and y_test.dtype.kind in "US"):
             raise file_error(path, f"labels y_train ({y_train.dtype}) and y_test ({y_test.dtype}) must both be "
