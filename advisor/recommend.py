@@ -364,11 +364,14 @@ def recommend(
     # Evidence first: where this workload was measured, a prediction outranks a measurement only
     # on its band's conservative side (the default and the portfolio included). The user's own runs
     # count so where one of them answers the question as asked: it meets the constraints and, under
-    # a time bound, used most of it (a run of the closed loop cut to a few epochs is evidence of a
-    # shorter run, not of the best within the bound). Others are candidates beside the trusted
-    # recipes, ranked on their measurements as those are on their medians.
-    filled = np.array([c.measured is not None and (constraints.max_time_s is None
-                                                   or c.measured.time_s[1] >= OWN_RUN_FILLS * constraints.max_time_s)
+    # a time bound, used most of it, under an accuracy target, reached it (a run of the closed loop
+    # cut to a few epochs is evidence of a shorter run, not of the best within the bound nor of the
+    # run that gets to the target). Others are candidates beside the trusted recipes, ranked on their
+    # measurements as those are on their medians.
+    filled = np.array([c.measured is not None
+                       and (constraints.max_time_s is None
+                            or c.measured.time_s[1] >= OWN_RUN_FILLS * constraints.max_time_s)
+                       and (constraints.min_accuracy is None or c.measured.accuracy[1] >= constraints.min_accuracy)
                        for c in cands], dtype=bool)
     measured_first = (is_measured & ~own_only).any() or (is_measured & own_only & filled & (p >= CONFIDENCE)).any()
     trusted = is_measured if measured_first else np.array([c.source in TRUSTED_SOURCES for c in cands])
@@ -407,7 +410,7 @@ def recommend(
             reachable = _reachable(workload.landmark, surrogate)
             shots = _best_shots(constraints, level_unknown, t, a, m,
                                 ceiling=1.0 - 1.0 / max(1, workload.test_samples), always=trusted,
-                                reachable=reachable)
+                                reachable=reachable, measured=is_measured | acc_measured)
             if shots is None:
                 raise
             eligible, best_shot, unsure = shots, True, True

@@ -641,6 +641,12 @@ def test_trusted_recipes_are_always_best_shots_beside_random_draws_that_reach_by
     assert best_shots(c, True, t, a_none, m, ceiling=0.9999, always=trusted, reachable=0.73) is None
     assert best_shots(c, True, t, a_none, m, ceiling=0.9999, reachable=0.80) is None  # nothing trusted
     assert best_shots(c, False, t, a_none, m, ceiling=0.9999, always=trusted, reachable=0.80) is None  # level known
+    # a trusted candidate that was measured (a run of the user's) is a shot only where its measured band
+    # reaches the target: it ran, and ended short of it
+    measured = np.array([True, False, False])
+    assert best_shots(c, True, t, a, m, ceiling=0.9999, always=trusted, measured=measured).tolist() == [False, True, False]
+    a_ran = [np.array([0.74, 0.10, 0.05]), np.array([0.75, 0.40, 0.30]), np.array([0.76, 0.80, 0.60])]
+    assert best_shots(c, True, t, a_ran, m, ceiling=0.9999, always=trusted, measured=measured).tolist() == [True, True, False]
 
 
 def test_what_the_model_lets_any_configuration_reach_follows_the_landmark() -> None:
@@ -1034,6 +1040,28 @@ def test_the_loops_winner_comes_with_its_command_and_says_when_it_was_cut(
     _print_loop(loop, rec)
     shown = " ".join(capsys.readouterr().out.split())
     assert "--epochs 4" in shown and "the loop cut it" not in shown
+
+
+def test_a_loop_where_no_run_reached_the_target_says_so_rather_than_naming_a_winner(
+        shipped: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """On an accuracy target that no run of the loop reached, its most accurate run is the best of what
+    ran, not an answer: the text says so (it once read 'Measured winner: ... 0.9073' for a 0.93 target)."""
+    import dataclasses
+
+    from advisor._recommend._budget import LoopResult, LoopRun
+    from advisor.cli.recommend import _print_loop
+
+    rec = _rec(shipped, "digits", top=1, cores=1)
+    first = rec.choices[0]
+    run = LoopRun("#1", 1, 4, {**first.config, "epochs": 4}, first.model, "ok", 2.5, 0.9, 4.0, "t1", 2.0, float("nan"))
+    loop = LoopResult(budget_s=60.0, spent_s=4.0, knowledge_path="k", state_path="s", runs=[run], winner=run)
+    _print_loop(loop, dataclasses.replace(rec, constraints=rc.Constraints(min_accuracy=0.95)))
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "No run reached accuracy 0.95 within the budget" in shown and "Measured best run: #1" in shown
+    assert "Measured winner" not in shown
+    _print_loop(loop, dataclasses.replace(rec, constraints=rc.Constraints(min_accuracy=0.85)))
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Measured winner: #1" in shown and "No run" not in shown
 
 
 def test_the_longest_measured_run_of_a_recipe_is_its_most_samples_seen_on_any_dataset(tmp_path: Path) -> None:

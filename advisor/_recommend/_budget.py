@@ -60,7 +60,7 @@ from advisor._recommend._verify import evaluation_s, wall_limit_s
 from advisor.errors import ConstraintError
 from advisor.records import Config, TrialResult
 
-__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "interrupted_trials", "loop_choices", "rank_runs",
+__all__ = ["LoopRun", "LoopResult", "check_budget", "closed_loop", "interrupted_trials", "loop_choices", "meets", "rank_runs",
            "request_key", "MIN_CANDIDATES", "LOOP_POOL"]
 
 #: Choices taken into the loop besides the obvious default.
@@ -154,7 +154,8 @@ def _label(choice: Choice) -> str:
     return "default" if choice.rank == 0 else f"#{choice.rank}"
 
 
-def _meets(run: LoopRun, rec: Recommendation) -> bool:
+def meets(run: LoopRun, rec: Recommendation) -> bool:
+    """Whether a loop's run meets the recommendation's constraints (time bound and accuracy target)."""
     c = rec.constraints
     if run.status != "ok" or run.test_accuracy is None or run.train_time_s is None:
         return False
@@ -167,10 +168,10 @@ def rank_runs(runs: list[tuple[Choice, LoopRun]], rec: Recommendation) -> list[t
     accurate first (then the fastest). Runs that stop at a target accuracy (``--target-accuracy``)
     all end just past it, so among those reaching it the soonest there is best."""
     ranked = sorted(runs, key=lambda cr: (-(cr[1].test_accuracy or -1.0), cr[1].train_time_s or math.inf))
-    meeting = [cr for cr in ranked if _meets(cr[1], rec)]
+    meeting = [cr for cr in ranked if meets(cr[1], rec)]
     if any(run.config.get("stop_at_accuracy") for _, run in runs):
         meeting.sort(key=lambda cr: cr[1].train_time_s or math.inf)
-    return meeting + [cr for cr in ranked if not _meets(cr[1], rec)]
+    return meeting + [cr for cr in ranked if not meets(cr[1], rec)]
 
 
 def _recipe(choice: Choice) -> str:
@@ -311,7 +312,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
     chase: dict[str, float] = {}  # on a target: candidates behind it, and the time they must beat
 
     def nothing_reached() -> bool:  # on a target: no run has reached it yet
-        return stops_at_target and not any(_meets(r, rec) for r in result.runs)
+        return stops_at_target and not any(meets(r, rec) for r in result.runs)
 
     rung = 0
     rung_share = 0.5  # rung 0 spends about half the budget
@@ -400,7 +401,7 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             result.spent_s += r.wall_time_s
             result.runs.append(r)
             runs.append((c, r))
-            if r.status == "ok" and (r.epochs >= full or (stops_at_target and _meets(r, rec))):
+            if r.status == "ok" and (r.epochs >= full or (stops_at_target and meets(r, rec))):
                 # run in full, or stopped at the accuracy asked for: a longer schedule gets there no sooner
                 complete[_label(c)] = r
         if not any(r.rung == rung for _, r in runs):
@@ -416,10 +417,10 @@ def closed_loop(rec: Recommendation, budget_s: float, *, data_dir: str | None = 
             # A run that has not reached the target in less time than the soonest run that did may
             # get there sooner when it runs longer (the default cut to one epoch, say): it goes on,
             # for at most that time, where the halving would drop it.
-            soonest = min((r.train_time_s for _, r in ranked if _meets(r, rec) and r.train_time_s), default=None)
+            soonest = min((r.train_time_s for _, r in ranked if meets(r, rec) and r.train_time_s), default=None)
             if soonest is not None:
                 behind = [c for c, r in ranked if c not in alive and _label(c) not in complete and r.status == "ok"
-                          and not _meets(r, rec) and (r.train_time_s or math.inf) < soonest]
+                          and not meets(r, rec) and (r.train_time_s or math.inf) < soonest]
                 alive += behind
                 chase.update({_label(c): soonest for c in behind})
         # A short configuration run in full is not better than a long one cut short for it: the

@@ -190,7 +190,7 @@ def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float 
 
 def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
                 m: list[np.ndarray], *, ceiling: float, always: np.ndarray | None = None,
-                reachable: float | None = None) -> np.ndarray | None:
+                reachable: float | None = None, measured: np.ndarray | None = None) -> np.ndarray | None:
     """Candidates that may still meet an accuracy bound on data the table does not hold.
 
     There (``level_unknown``: a dataset, or kind of data, without measured trials), the accuracy
@@ -206,7 +206,10 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     landmark plus the largest share of its error that training trials removed). A model that has
     never seen the dataset misjudges its level by far more than its band's width (the model card's
     leave-one-dataset-out error), so its low medians are no proof that a target is out of reach;
-    a target above ``reachable`` is.
+    a target above ``reachable`` is. A ``measured`` candidate (its accuracy band is its runs'
+    spread) is not among the ``always`` ones: it ran, and a band short of the bound says it did not
+    get there (a closed loop's run cut to a few epochs, say), so it is a shot only where its band
+    reaches the bound, as any other.
     ``None`` when the level is known (a hardware extrapolation keeps the dataset's measured level),
     the bound is not on accuracy, it asks for every test sample right (above ``ceiling``), or no
     band reaches it and it lies above ``reachable`` (or there is no trusted recipe): then the
@@ -215,6 +218,8 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     if c.min_accuracy is None or not level_unknown or c.min_accuracy > ceiling:
         return None
     reach = a[2] >= c.min_accuracy
+    if always is not None and measured is not None:
+        always = always & ~np.asarray(measured, dtype=bool)
     trusted = always is not None and bool(always.any())
     if not reach.any() and not (trusted and reachable is not None and c.min_accuracy <= reachable):
         return None

@@ -260,9 +260,19 @@ def _print_loop(loop: Any, rec: Any, data_dir: str | None = None) -> None:
     if loop.winner is None:
         out.print("No run finished within the budget: nothing measured to recommend.")
     else:
+        from advisor._recommend._budget import meets
+
         w = loop.winner
-        out.print(f"Measured winner: {w.label} ({w.config['framework']} {w.model}, {count_text(w.epochs, 'epoch')}): "
-                  f"accuracy {w.test_accuracy:.4f} in {w.train_time_s:.1f} s (MEASURED, trial {w.trial_id}).")
+        c = rec.constraints
+        if not meets(w, rec):  # the best of what ran, not an answer to the question
+            asked = " and ".join(part for part in (
+                None if c.min_accuracy is None else f"reached accuracy {c.min_accuracy:g}",
+                None if c.max_time_s is None else f"trained within {c.max_time_s:g} s") if part)
+            out.print(f"No run {asked} within the budget; the most accurate of the loop's runs is shown, "
+                      "not an answer to the question: the answer asked again (without --budget) counts these runs.")
+        out.print(f"Measured {'winner' if meets(w, rec) else 'best run'}: {w.label} ({w.config['framework']} {w.model}, "
+                  f"{count_text(w.epochs, 'epoch')}): accuracy {w.test_accuracy:.4f} in {w.train_time_s:.1f} s "
+                  f"(MEASURED, trial {w.trial_id}).")
         source = rec.baseline if w.label == "default" else next((c for c in rec.choices if f"#{c.rank}" == w.label), None)
         if source is not None:
             import dataclasses
@@ -382,7 +392,7 @@ def recommend_command(
     verified: list[Any] = []
     stats = None
     if budget_s is not None:
-        from advisor._recommend._budget import closed_loop, loop_choices
+        from advisor._recommend._budget import closed_loop, loop_choices, meets
 
         measured = dataclasses.replace(rec, choices=tuple(loop_choices(rec)))  # what the loop measures, as ranked
         if not as_json:
@@ -402,6 +412,9 @@ def recommend_command(
         if as_json:
             data = measured.to_dict()
             data["loop"] = loop.to_dict()
+            # whether the winner answers the question (a target reached, a time bound kept), or is
+            # only the best of what ran
+            data["loop"]["winner_meets_constraints"] = None if loop.winner is None else meets(loop.winner, measured)
             print_json(data)
         else:
             _print_loop(loop, measured, str(data_dir) if data_dir else None)
