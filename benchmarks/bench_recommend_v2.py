@@ -210,6 +210,17 @@ def _random_background(images: np.ndarray) -> np.ndarray:
     return np.maximum(images, noise)
 
 
+def _mnist_on_photos(path: Path, n_train: int = 12000) -> None:
+    """MNIST digits over grayscale photo patches, as Larochelle et al.'s 'mnist-back-image': each
+    digit's background the central 28x28 of a CIFAR-10 image in grayscale (training digits over the
+    copy's training photos, test digits over its test photos, in order), a pixel the larger of the two."""
+    (x, y), (x_test, y_test) = _idx_pair("mnist", "train"), _idx_pair("mnist", "t10k")
+    photos, _, photos_test, _ = _cifar10_arrays()
+    back = lambda p, n: _gray(p[:n, 2:30, 2:30])  # noqa: E731
+    np.savez(path, x_train=np.maximum(x[:n_train], back(photos, n_train)), y_train=y[:n_train],
+             x_test=np.maximum(x_test, back(photos_test, len(x_test))), y_test=y_test)
+
+
 #: Workloads in no file of the table, derived from a local copy: name -> writer of its .npz.
 DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            "cifar10-16px": lambda path: _cifar10_derived(path, _halved),
@@ -260,7 +271,11 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # each with 12,000 training images as theirs and the whole test set transformed alike:
            # digits turned by a random angle, and digits on a random-noise background
            "mnist-rot": lambda path: _idx_variant(path, "mnist", _rotated, 12000),
-           "mnist-back-rand": lambda path: _idx_variant(path, "mnist", _random_background, 12000)}
+           "mnist-back-rand": lambda path: _idx_variant(path, "mnist", _random_background, 12000),
+           # added later in stop 42, the same way: a third of their variants, digits over photo patches
+           # (12,000 training images), and 500 CIFAR-10 images a class (5,000 in all, the whole test set)
+           "mnist-back-image": _mnist_on_photos,
+           "cifar10-5k": lambda path: _cifar10_per_class(path, lambda k: 500)}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
@@ -628,7 +643,11 @@ def render(_: argparse.Namespace) -> None:
                   "`mnist-inverted` MNIST in negative (white background) with 15,000 training images; added",
                   "at stop 41 the same way: `fashion-mnist-tops` Fashion-MNIST's four look-alike tops (T-shirt,",
                   "pullover, coat, shirt: 24,000 training images), `fashion-mnist-7px` all of it at 7x7 (4x4",
-                  "blocks averaged) and `fashion-mnist-7px-pad8` the same padded with zeros to 8x8:",
+                  "blocks averaged) and `fashion-mnist-7px-pad8` the same padded with zeros to 8x8; added at",
+                  "stop 42 the same way, two of Larochelle et al.'s (2007) harder MNIST variants with 12,000",
+                  "training images as theirs and the whole test set alike: `mnist-rot` digits turned by a",
+                  "random angle, `mnist-back-rand` digits on a random-noise background, `mnist-back-image`",
+                  "digits over grayscale CIFAR-10 photo patches, and `cifar10-5k` 500 CIFAR-10 images a class:",
                   "shapes, class counts, class balances and label noise no trial has, so",
                   "nothing about them is measured. The same columns as above; the",
                   "seed-study column does not apply. Not counted in the totals above.", "",
