@@ -450,8 +450,9 @@ def _one_hot_classes(path: Path, split: str, y: np.ndarray) -> np.ndarray:
     if y.ndim != 2 or y.shape[1] < 2:
         return y
     rows = y.astype(np.float64)
-    if not (np.isin(rows, (0.0, 1.0)).all() and (rows.sum(axis=1) == 1).all()):
-        bad = int(np.flatnonzero(~(np.isin(rows, (0.0, 1.0)).all(axis=1) & (rows.sum(axis=1) == 1)))[0])
+    one_hot = np.isin(rows, (0.0, 1.0)).all(axis=1) & (rows.sum(axis=1) == 1)
+    if not one_hot.all():
+        bad = int(np.flatnonzero(~one_hot)[0])
         raise file_error(path, f"labels y_{split} must be a 1-D array of class numbers or names (or one-hot rows), "
                                f"got shape {y.shape} whose row {bad} is not one-hot (one 1, the rest 0)", _NPZ_FIX)
     return np.argmax(rows, axis=1)
