@@ -51,7 +51,7 @@ from advisor._recommend._rules import (
     OTHER_SIZE, OWN_RUN_FILLS, TRUSTED_SOURCES, UNSURE_FLOOR,
 )
 from advisor._recommend._rules import (  # noqa: I001 - the rules, private here
-    beyond_measured as _beyond_measured, best_shots as _best_shots, best_shot_order as _best_shot_order, best_shot_note as _best_shot_note, measure_note as _measure_note, cap_at_ceiling as _cap_at_ceiling,
+    beyond_measured as _beyond_measured, best_shots as _best_shots, ran_as_asked as _ran_as_asked, best_shot_order as _best_shot_order, best_shot_note as _best_shot_note, measure_note as _measure_note, cap_at_ceiling as _cap_at_ceiling,
     impossible as _impossible, order as _order, past_cap as _past_cap,
     monotone_over_epochs as _monotone_over_epochs, capped_by_measured as _capped_by_measured, p_better as _p_better, reachable as _reachable,
     robust_beside_default as _robust_beside_default, robust_first as _robust_first, unsure_eligible as _unsure_eligible,
@@ -410,7 +410,7 @@ def recommend(
             reachable = _reachable(workload.landmark, surrogate)
             shots = _best_shots(constraints, level_unknown, t, a, m,
                                 ceiling=1.0 - 1.0 / max(1, workload.test_samples), always=trusted,
-                                reachable=reachable, measured=is_measured | acc_measured)
+                                reachable=reachable, measured=_ran_as_asked(cands))
             if shots is None:
                 raise
             eligible, best_shot, unsure = shots, True, True

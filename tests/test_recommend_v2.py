@@ -649,6 +649,24 @@ def test_trusted_recipes_are_always_best_shots_beside_random_draws_that_reach_by
     assert best_shots(c, True, t, a_ran, m, ceiling=0.9999, always=trusted, measured=measured).tolist() == [True, True, False]
 
 
+def test_what_counts_as_having_run_the_question_as_asked() -> None:
+    """A run of the workload, or the same run on another device, was measured as asked (falling short
+    of a target there is evidence); a run at another training size is not (more data rarely lowers
+    accuracy), nor is a prediction."""
+    from advisor._recommend._baseline import Measured
+    from advisor._recommend._candidates import Candidate
+    from advisor._recommend._rules import OTHER_SIZE, ran_as_asked
+    from advisor.records import Config
+
+    cfg = Config.from_dict({"framework": "torch", "optimizer": "adam", "learning_rate": 0.001, "epochs": 4, "threads": 1})
+    got = Measured(cfg, "lenet5", 1, (2.0, 2.0, 2.0), (0.8, 0.8, 0.8), (300.0, 300.0, 300.0), ("m",))
+    cands = [Candidate(cfg, "measured", None, model="lenet5", measured=got),
+             Candidate(cfg, "measured on cpu", None, model="lenet5", accuracy_of=got),
+             Candidate(cfg, OTHER_SIZE, None, model="lenet5", accuracy_of=got),
+             Candidate(cfg, "portfolio", None, model="lenet5")]
+    assert ran_as_asked(cands).tolist() == [True, True, False, False]
+
+
 def test_what_the_model_lets_any_configuration_reach_follows_the_landmark() -> None:
     from types import SimpleNamespace
 

@@ -16,7 +16,7 @@ from advisor._recommend._ranking import front_layers, rank, spread
 
 __all__ = ["TRUSTED_SOURCES", "OWN_RUN_FILLS", "OTHER_SIZE", "BEST_SHOT_TIE", "BEST_SHOT_MAX_EPOCHS", "BEST_SHOT_CHEAP_S", "past_cap", "UNSURE_FLOOR", "ACCURACY_LEVEL_REASONS", "HARDWARE_REASONS",
            "SWITCH_CONFIDENCE", "EXPLORATORY_CONFIDENCE", "unsure_eligible", "robust_beside_default", "robust_first", "beyond_measured", "monotone_over_epochs", "capped_by_measured", "p_better", "order",
-           "best_shots", "best_shot_order", "best_shot_note", "measure_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
+           "ran_as_asked", "best_shots", "best_shot_order", "best_shot_note", "measure_note", "reachable", "impossible", "cap_at_ceiling", "CEILING_HEADROOM"]
 
 #: Candidates whose predicted medians are trusted for ranking (the rest rank on their band's
 #: conservative side).
@@ -188,6 +188,15 @@ def robust_first(idx: list[int], cands: list[Candidate], beats: dict[int, float 
     return sorted(idx, key=key)
 
 
+def ran_as_asked(cands: list[Candidate]) -> np.ndarray:
+    """The candidates whose accuracy was measured on this workload as asked: runs of it (the table's
+    or the user's own) and the same runs on another device (a recipe learns the same on either). A
+    run at another training size is not: more data rarely lowers accuracy, so its falling short of
+    a target says nothing about the size asked."""
+    return np.array([c.measured is not None or (c.accuracy_of is not None and c.source != OTHER_SIZE)
+                     for c in cands], dtype=bool)
+
+
 def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list[np.ndarray],
                 m: list[np.ndarray], *, ceiling: float, always: np.ndarray | None = None,
                 reachable: float | None = None, measured: np.ndarray | None = None) -> np.ndarray | None:
@@ -206,8 +215,8 @@ def best_shots(c: Constraints, level_unknown: bool, t: list[np.ndarray], a: list
     landmark plus the largest share of its error that training trials removed). A model that has
     never seen the dataset misjudges its level by far more than its band's width (the model card's
     leave-one-dataset-out error), so its low medians are no proof that a target is out of reach;
-    a target above ``reachable`` is. A ``measured`` candidate (its accuracy band is its runs'
-    spread) is not among the ``always`` ones: it ran, and a band short of the bound says it did not
+    a target above ``reachable`` is. A ``measured`` candidate (:func:`ran_as_asked`: its accuracy
+    band is its runs' spread) is not among the ``always`` ones: it ran, and a band short of the bound says it did not
     get there (a closed loop's run cut to a few epochs, say), so it is a shot only where its band
     reaches the bound, as any other.
     ``None`` when the level is known (a hardware extrapolation keeps the dataset's measured level),

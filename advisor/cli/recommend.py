@@ -262,15 +262,14 @@ def _print_loop(loop: Any, rec: Any, data_dir: str | None = None) -> None:
     else:
         from advisor._recommend._budget import meets
 
-        w = loop.winner
-        c = rec.constraints
-        if not meets(w, rec):  # the best of what ran, not an answer to the question
+        w, bounds, met = loop.winner, rec.constraints, meets(loop.winner, rec)
+        if not met:  # the best of what ran, not an answer to the question
             asked = " and ".join(part for part in (
-                None if c.min_accuracy is None else f"reached accuracy {c.min_accuracy:g}",
-                None if c.max_time_s is None else f"trained within {c.max_time_s:g} s") if part)
+                None if bounds.min_accuracy is None else f"reached accuracy {bounds.min_accuracy:g}",
+                None if bounds.max_time_s is None else f"trained within {bounds.max_time_s:g} s") if part)
             out.print(f"No run {asked} within the budget; the most accurate of the loop's runs is shown, "
                       "not an answer to the question: the answer asked again (without --budget) counts these runs.")
-        out.print(f"Measured {'winner' if meets(w, rec) else 'best run'}: {w.label} ({w.config['framework']} {w.model}, "
+        out.print(f"Measured {'winner' if met else 'best run'}: {w.label} ({w.config['framework']} {w.model}, "
                   f"{count_text(w.epochs, 'epoch')}): accuracy {w.test_accuracy:.4f} in {w.train_time_s:.1f} s "
                   f"(MEASURED, trial {w.trial_id}).")
         source = rec.baseline if w.label == "default" else next((c for c in rec.choices if f"#{c.rank}" == w.label), None)
