@@ -193,6 +193,13 @@ def _idx_variant(path: Path, name: str, transform: Any, n_train: int | None = No
     np.savez(path, x_train=transform(x[:n_train]), y_train=y[:n_train], x_test=transform(x_test), y_test=y_test)
 
 
+def _idx_per_class(path: Path, name: str, count: int) -> None:
+    """An IDX dataset keeping the first ``count`` training images of each class, the whole test set."""
+    (x, y), (x_test, y_test) = _idx_pair(name, "train"), _idx_pair(name, "t10k")
+    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:count] for k in range(10)]))
+    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
+
+
 def _rotated(images: np.ndarray) -> np.ndarray:
     """Each image turned by its own angle, uniform over the full circle (seed 0), as the rotated
     MNIST of Larochelle et al. (2007, 'mnist-rot'); corners filled with black."""
@@ -210,11 +217,14 @@ def _random_background(images: np.ndarray) -> np.ndarray:
     return np.maximum(images, noise)
 
 
-def _mnist_on_photos(path: Path, n_train: int = 12000) -> None:
+def _mnist_on_photos(path: Path, n_train: int = 12000, turn: Any = None) -> None:
     """MNIST digits over grayscale photo patches, as Larochelle et al.'s 'mnist-back-image': each
     digit's background the central 28x28 of a CIFAR-10 image in grayscale (training digits over the
-    copy's training photos, test digits over its test photos, in order), a pixel the larger of the two."""
+    copy's training photos, test digits over its test photos, in order), a pixel the larger of the two.
+    ``turn`` transforms the digits first (:func:`_rotated`: their 'mnist-rot-back-image')."""
     (x, y), (x_test, y_test) = _idx_pair("mnist", "train"), _idx_pair("mnist", "t10k")
+    if turn is not None:
+        x, x_test = turn(x[:n_train]), turn(x_test)
     photos, _, photos_test, _ = _cifar10_arrays()
     back = lambda p, n: _gray(p[:n, 2:30, 2:30])  # noqa: E731
     np.savez(path, x_train=np.maximum(x[:n_train], back(photos, n_train)), y_train=y[:n_train],
@@ -275,7 +285,14 @@ DERIVED = {"cifar10-gray": lambda path: _cifar10_derived(path, _gray),
            # added later in stop 42, the same way: a third of their variants, digits over photo patches
            # (12,000 training images), and 500 CIFAR-10 images a class (5,000 in all, the whole test set)
            "mnist-back-image": _mnist_on_photos,
-           "cifar10-5k": lambda path: _cifar10_per_class(path, lambda k: 500)}
+           "cifar10-5k": lambda path: _cifar10_per_class(path, lambda k: 500),
+           # added at stop 43, the same way: the hardest of Larochelle et al.'s variants (digits turned
+           # by a random angle over photo patches, 12,000 training images), CIFAR-10's six animals
+           # (bird, cat, deer, dog, frog, horse: 18,000 training images, the look-alike classes) and
+           # few labels on an easy task (Fashion-MNIST's first 300 training images a class, 3,000 in all)
+           "mnist-rot-back-image": lambda path: _mnist_on_photos(path, turn=_rotated),
+           "cifar10-animals": lambda path: _cifar10_classes(path, (2, 3, 4, 5, 6, 7)),
+           "fashion-mnist-3k": lambda path: _idx_per_class(path, "fashion-mnist", 300)}
 
 
 def derived_path(name: str, workdir: Path) -> Path:
