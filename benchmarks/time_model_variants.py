@@ -216,6 +216,17 @@ def render() -> None:
             + (findings.read_text().strip() + "\n\n" if findings.exists() else "")
             + md_table(["variant", "what changes", "MAPE", "Spearman", "runs < 1 s", "runs >= 1 s",
                         *(f"{d} held out" for d in datasets), "at"], rows) + "\n")
+    accuracy: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in read_jsonl(RAW.with_name("accuracy-model-variants.jsonl")):
+        accuracy[(record["variant"], record["commit"])] = record
+    if accuracy:
+        text += ("\n## What the variants cost accuracy\n\nThe features are shared by every objective, so a variant "
+                 "that adds one changes the accuracy model too: the same hold-out, scored by the accuracy model's "
+                 "MAE (`--objective test_accuracy`; issue 15 asks for at most 0.06).\n\n"
+                 + md_table(["variant", "MAE", "Spearman", *(f"{d} held out" for d in datasets), "at"],
+                            [[name, f"{r['mae']:.4f}", f"{r['spearman']:.3f}",
+                              *(f"{r['by_dataset'].get(d, float('nan')):.4f}" for d in datasets), commit]
+                             for (name, commit), r in accuracy.items()]) + "\n")
     OUT.write_text(text)
 
 
