@@ -373,6 +373,8 @@ def run(args: argparse.Namespace) -> None:
             table, model_dir = heldout_model(dataset, workdir, args.rounds)
         for question in args.questions.split(","):
             constraints, prefer, label = constraints_for(question, dataset)
+            if len(cores) > 1:  # a request for more cores is another request (its runs never stand in for one core's)
+                label += f" on {len(cores)} cores"
             key = f"{dataset}|{label}"
             try:
                 rec = rc.recommend(asked, device_kind="cpu", cores=len(cores), constraints=constraints,
