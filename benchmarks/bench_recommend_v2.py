@@ -136,12 +136,17 @@ def _mnist_pairs(path: Path) -> None:
              y_test=parts["t10k"][1])
 
 
-def _cifar10_per_class(path: Path, count: Any) -> None:
-    """The CIFAR-10 copy keeping the first ``count(k)`` training images of class k, the whole test
-    set (balanced, so accuracy weighs every class alike)."""
-    x, y, x_test, y_test = _cifar10_arrays()
+def _per_class(path: Path, arrays: tuple[np.ndarray, ...], count: Any) -> None:
+    """A dataset (x, y, x_test, y_test) keeping the first ``count(k)`` training images of class k, the
+    whole test set (balanced, so accuracy weighs every class alike)."""
+    x, y, x_test, y_test = arrays
     keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:count(k)] for k in range(10)]))
     np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
+
+
+def _cifar10_per_class(path: Path, count: Any) -> None:
+    """The CIFAR-10 copy, :func:`_per_class`."""
+    _per_class(path, _cifar10_arrays(), count)
 
 
 def _noisy_labels(labels: np.ndarray, rate: float = 0.2, classes: int = 10) -> np.ndarray:
@@ -194,10 +199,8 @@ def _idx_variant(path: Path, name: str, transform: Any, n_train: int | None = No
 
 
 def _idx_per_class(path: Path, name: str, count: int) -> None:
-    """An IDX dataset keeping the first ``count`` training images of each class, the whole test set."""
-    (x, y), (x_test, y_test) = _idx_pair(name, "train"), _idx_pair(name, "t10k")
-    keep = np.sort(np.concatenate([np.flatnonzero(y == k)[:count] for k in range(10)]))
-    np.savez(path, x_train=x[keep], y_train=y[keep], x_test=x_test, y_test=y_test)
+    """An IDX dataset keeping the first ``count`` training images of each class (:func:`_per_class`)."""
+    _per_class(path, (*_idx_pair(name, "train"), *_idx_pair(name, "t10k")), lambda k: count)
 
 
 def _rotated(images: np.ndarray) -> np.ndarray:

@@ -88,22 +88,11 @@ def _compute_floor(share: float) -> Callable[[], contextlib.AbstractContextManag
     A quick form of what ``benchmarks/patches/time-model-family-floor.patch`` does for CPU rows only."""
     def apply() -> contextlib.AbstractContextManager:
         def fit_time_baseline(x: np.ndarray, seconds: np.ndarray, schema: Any, *, reference: float | None = None):
-            from scipy.optimize import nnls
-
             basis = baselines._time_basis(x, reference)
+            floor = share / reference if reference else 0.0
             names = np.array(baselines._framework_names(x, schema), dtype=object)
-            floor = np.zeros(basis.shape[1])
-            floor[0] = share / reference if reference else 0.0
-            usable = np.isfinite(basis).all(axis=1) & np.isfinite(seconds) & (seconds > 0)
-            out = {}
-            for name in [baselines.POOLED] + sorted({n for n in names if n is not None}):
-                rows = usable & ((names == name) if name != baselines.POOLED else True)
-                if rows.sum() < baselines.MIN_ROWS:
-                    continue
-                a = basis[rows] / seconds[rows, None]
-                coef, _ = nnls(a, np.ones(int(rows.sum())) - a @ floor)
-                out[name] = [float(c) for c in coef + floor]
-            return out
+            fitted = baselines._fit_baseline(basis, seconds, names, fixed=floor * basis[:, 0])
+            return {name: [coef[0] + floor, *coef[1:]] for name, coef in fitted.items()}  # the floor back in
         return _patched(model, "fit_time_baseline", fit_time_baseline)
     return apply
 
@@ -187,16 +176,16 @@ def held_out(columns: dict[str, list[Any]], *, threads: int, rounds: int, object
                            objectives=(objective,), schema=schema, calibration_folds=0)
         mid[test] = fitted.predict_matrix(model.encode(_subset(picked, test), schema))[objective].mid
     ok = np.isfinite(mid)
-    ape = np.abs(mid - y) / (y if objective != "test_accuracy" else 1.0)
+    err = np.abs(mid - y) / (y if objective != "test_accuracy" else 1.0)  # relative for time, absolute for accuracy
 
-    def mape(mask: np.ndarray) -> float:
-        return float(np.mean(ape[ok & mask]))
+    def mean_error(mask: np.ndarray) -> float:
+        return float(np.mean(err[ok & mask]))
     if objective == "test_accuracy":
-        return {"objective": objective, "rows": int(ok.sum()), "mae": mape(np.ones(len(y), bool)),
-                "spearman": spearman(mid[ok], y[ok]), "by_dataset": {d: mape(datasets == d) for d in sorted(set(datasets[ok]))}}
-    return {"rows": int(ok.sum()), "mape": mape(np.ones(len(y), bool)), "spearman": spearman(mid[ok], y[ok]),
-            "under_1s": mape(y < 1.0), "from_1s": mape(y >= 1.0),
-            "by_dataset": {d: mape(datasets == d) for d in sorted(set(datasets[ok]))}}
+        return {"objective": objective, "rows": int(ok.sum()), "mae": mean_error(np.ones(len(y), bool)),
+                "spearman": spearman(mid[ok], y[ok]), "by_dataset": {d: mean_error(datasets == d) for d in sorted(set(datasets[ok]))}}
+    return {"rows": int(ok.sum()), "mape": mean_error(np.ones(len(y), bool)), "spearman": spearman(mid[ok], y[ok]),
+            "under_1s": mean_error(y < 1.0), "from_1s": mean_error(y >= 1.0),
+            "by_dataset": {d: mean_error(datasets == d) for d in sorted(set(datasets[ok]))}}
 
 
 def render() -> None:
@@ -242,6 +231,8 @@ def main() -> None:
     ap.add_argument("--objective", default="train_time_s", choices=("train_time_s", "test_accuracy"),
                     help="test_accuracy: the same hold-out scored by MAE, to see what a variant costs accuracy")
     args = ap.parse_args()
+    if args.label and "," in args.variants:
+        ap.error("--label names one variant's record: give --variants a single name")
     if not args.render_only:
         columns = kb.read(args.table).columns
         for name in args.variants.split(","):

@@ -91,19 +91,23 @@ def _framework_names(x: np.ndarray, schema: FeatureSchema) -> list[str | None]:
     return [levels[int(c)] if np.isfinite(c) and 0 <= int(c) < len(levels) else None for c in codes]
 
 
-def _fit_baseline(basis: np.ndarray, values: np.ndarray, names: np.ndarray) -> dict[str, list[float]]:
+def _fit_baseline(basis: np.ndarray, values: np.ndarray, names: np.ndarray,
+                  fixed: np.ndarray | None = None) -> dict[str, list[float]]:
     """Per name (and :data:`POOLED`), non-negative coefficients of ``basis`` with least squared
-    relative error; a name with fewer than :data:`MIN_ROWS` usable rows gets none."""
+    relative error, on top of a ``fixed`` part of each value (none by default; a floor on a term, as
+    ``benchmarks/time_model_variants.py`` tries); a name with fewer than :data:`MIN_ROWS` usable rows
+    gets none."""
     from scipy.optimize import nnls
 
+    fixed = np.zeros(len(values)) if fixed is None else fixed
     usable = np.isfinite(basis).all(axis=1) & np.isfinite(values) & (values > 0)
     out: dict[str, list[float]] = {}
     for name in [POOLED] + sorted({n for n in names if n is not None}):
         rows = usable & ((names == name) if name != POOLED else True)
         if rows.sum() < MIN_ROWS:
             continue
-        coef, _ = nnls(basis[rows] / values[rows, None], np.ones(int(rows.sum())))
-        if np.any(coef > 0):
+        coef, _ = nnls(basis[rows] / values[rows, None], 1.0 - fixed[rows] / values[rows])
+        if np.any(coef > 0) or np.any(fixed[rows] > 0):  # a fixed part alone is a baseline too
             out[name] = [float(c) for c in coef]
     return out
 
